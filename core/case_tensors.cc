@@ -1,0 +1,138 @@
+#include "core/case_tensors.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <limits>
+
+#include "core/geometry.h"
+#include "core/recipe.h"
+#include "core/rng.h"
+
+namespace flashcheck {
+namespace {
+
+// Fills the value rows of one tensor at storage row `row` for logical (b, pos).
+struct Filler {
+  const KernelCase& c;
+  void fill_row(HostTensor& t, std::int64_t row, TensorId id, std::int64_t heads, std::int64_t dim, double scale,
+                std::int64_t b, std::int64_t pos, bool onehot) const {
+    float* dst = t.data.data() + row * heads * dim;
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t ch = 0; ch < dim; ++ch) {
+        double v;
+        if (onehot) v = onehot_value(static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(ch),
+                                     static_cast<std::uint32_t>(dim));
+        else v = recipe_value(c.data.dist, c.data.seed, id, scale, static_cast<std::uint32_t>(b),
+                              static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(h),
+                              static_cast<std::uint32_t>(ch));
+        dst[h * dim + ch] = round_to_float(c.dtype, v);
+      }
+  }
+};
+
+std::string shape_str(const std::vector<std::int64_t>& s) { return fmt::format("({})", fmt::join(s, ", ")); }
+
+struct Shapes {
+  std::vector<std::int64_t> q, k, v, k_new, v_new;
+};
+
+Shapes expected_shapes(const KernelCase& c, const CaseGeometry& g) {
+  Shapes s;
+  s.q = {g.total_q, c.heads, c.head_dim};
+  if (c.kv_storage == KvStorage::kPaged) {
+    s.k = {g.num_pages, c.paging.page_size, c.kv_heads, c.head_dim};
+    s.v = {g.num_pages, c.paging.page_size, c.kv_heads, c.v_head_dim};
+  } else {
+    s.k = {g.kv_rows, c.kv_heads, c.head_dim};
+    s.v = {g.kv_rows, c.kv_heads, c.v_head_dim};
+  }
+  if (c.kv_cache) {
+    s.k_new = {g.total_new, c.kv_heads, c.head_dim};
+    s.v_new = {g.total_new, c.kv_heads, c.v_head_dim};
+  }
+  return s;
+}
+
+}  // namespace
+
+HostTensor::HostTensor(std::vector<std::int64_t> s, float fill) : shape(std::move(s)) {
+  data.assign(static_cast<std::size_t>(numel()), fill);
+}
+
+std::int64_t HostTensor::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return shape.empty() ? 0 : n;
+}
+
+CaseTensors materialize(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  const Shapes shapes = expected_shapes(c, g);
+  const float poison = c.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+  const Filler fill{c};
+  CaseTensors t;
+  t.q = HostTensor(shapes.q, 0.0f);
+  t.k = HostTensor(shapes.k, poison);
+  t.v = HostTensor(shapes.v, poison);
+  if (c.kv_cache) {
+    t.k_new = HostTensor(shapes.k_new, 0.0f);
+    t.v_new = HostTensor(shapes.v_new, 0.0f);
+  }
+  t.block_table = block_table(c);
+
+  for (std::size_t bi = 0; bi < c.seqs.size(); ++bi) {
+    const auto b = static_cast<std::int64_t>(bi);
+    const SeqGeometry& s = g.seqs[bi];
+    for (std::int64_t i = 0; i < s.lq; ++i)
+      fill.fill_row(t.q, s.q_start + i, TensorId::kQ, c.heads, c.head_dim, c.data.q_scale, b, i, false);
+    // Storage row of logical key position p, or -1 when the position has no storage.
+    auto storage_row = [&](std::int64_t p) -> std::int64_t {
+      if (c.kv_storage == KvStorage::kPaged) {
+        const auto& row = t.block_table[bi];
+        return static_cast<std::int64_t>(row[static_cast<std::size_t>(p / c.paging.page_size)]) * c.paging.page_size +
+               p % c.paging.page_size;
+      }
+      return s.k_start + p;
+    };
+    // Cache positions [cache_len, cache_len + new_len) are written by the kernel from K_new: they stay
+    // poisoned in the cache, like every allocated position outside [p0, kv_end).
+    const std::int64_t cached_end = c.kv_cache ? c.seqs[bi].cache_len : s.kv_end;
+    for (std::int64_t p = s.p0; p < cached_end; ++p) {
+      const std::int64_t row = storage_row(p);
+      fill.fill_row(t.k, row, TensorId::kK, c.kv_heads, c.head_dim, c.data.k_scale, b, p, false);
+      fill.fill_row(t.v, row, TensorId::kV, c.kv_heads, c.v_head_dim, c.data.v_scale, b, p, c.data.v_onehot);
+    }
+    if (c.kv_cache) {
+      for (std::int64_t n = 0; n < c.seqs[bi].new_len; ++n) {
+        // A new token takes the value of its logical position in the K/V streams: the same case without
+        // a cache (k_len = kv_end) has the same keys, which the chunked-prefill property relies on.
+        const std::int64_t p = c.seqs[bi].cache_len + n;
+        fill.fill_row(t.k_new, s.new_start + n, TensorId::kK, c.kv_heads, c.head_dim, c.data.k_scale, b, p, false);
+        fill.fill_row(t.v_new, s.new_start + n, TensorId::kV, c.kv_heads, c.v_head_dim, c.data.v_scale, b, p,
+                      c.data.v_onehot);
+      }
+    }
+  }
+  return t;
+}
+
+std::string check_shapes(const KernelCase& c, const CaseTensors& t) {
+  const Shapes s = expected_shapes(c, geometry(c));
+  const std::pair<const char*, std::pair<const HostTensor*, const std::vector<std::int64_t>*>> items[] = {
+      {"q", {&t.q, &s.q}}, {"k", {&t.k, &s.k}}, {"v", {&t.v, &s.v}}, {"k_new", {&t.k_new, &s.k_new}},
+      {"v_new", {&t.v_new, &s.v_new}}};
+  for (const auto& [name, pair] : items) {
+    const auto& [tensor, want] = pair;
+    if (tensor->shape != *want)
+      return fmt::format("tensor '{}' has shape {}, the case needs {}", name, shape_str(tensor->shape),
+                         shape_str(*want));
+    if (static_cast<std::int64_t>(tensor->data.size()) != tensor->numel())
+      return fmt::format("tensor '{}' holds {} values for shape {}", name, tensor->data.size(), shape_str(tensor->shape));
+  }
+  if (c.kv_storage == KvStorage::kPaged && t.block_table != block_table(c))
+    return "the block table does not match the case's";
+  return "";
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,48 @@
+// The input tensors of one KernelCase, on the host, in the storage layout the case describes.
+// Values are kept as float: every value is exactly representable in the case's dtype, and float holds
+// fp16, bf16 and fp32 values without loss.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernel_case.h"
+
+namespace flashcheck {
+
+struct HostTensor {
+  std::vector<std::int64_t> shape;  // row-major, contiguous
+  std::vector<float> data;
+
+  HostTensor() = default;
+  HostTensor(std::vector<std::int64_t> s, float fill);
+  std::int64_t numel() const;
+  bool empty() const { return shape.empty(); }
+};
+
+struct CaseTensors {
+  HostTensor q;      // (total_q, H, d)
+  HostTensor k;      // packed: (total_k, Hk, d); paged: (num_pages, page_size, Hk, d)
+  HostTensor v;      // as k, with dv
+  HostTensor k_new;  // kv_cache: (total_new, Hk, d); otherwise empty
+  HostTensor v_new;  // kv_cache: (total_new, Hk, dv)
+  std::vector<std::vector<std::int32_t>> block_table;  // paged only
+};
+
+// Attention output in packed form, from a kernel or a reference.
+struct AttentionResult {
+  std::vector<double> out;          // (total_q, H, dv)
+  std::vector<double> lse;          // (total_q, H); empty when the kernel does not return it
+  std::vector<std::uint8_t> empty;  // references only: (total_q, H), 1 where the row sees no key
+};
+
+// Generates the tensors of a validated case from its data recipe: counter-based values rounded to the
+// dtype; NaN poison in allocated slots outside every sequence when data.poison is set.
+CaseTensors materialize(const KernelCase& c);
+
+// Checks that tensors (for example, loaded from a fixture) have the shapes the case requires.
+// Returns "" when they do, else a message naming the tensor and both shapes.
+std::string check_shapes(const KernelCase& c, const CaseTensors& t);
+
+}  // namespace flashcheck

@@ -1,0 +1,167 @@
+#include "core/compare.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/geometry.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Same non-finite class: both NaN, or the same infinity.
+bool same_nonfinite(double a, double b) { return (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b); }
+
+// Fraction of the per-element floor that the mean check allows on top of 1.5x the baseline's mean error:
+// small enough to keep the check sensitive to a bias of a fraction of an ulp, large enough that two
+// exact computations that differ by one rounding do not fail.
+constexpr double kMeanFloorFraction = 0.1;
+
+}  // namespace
+
+double Comparison::ratio() const {
+  if (base_max == 0) return err_max == 0 ? 0.0 : kInf;
+  return err_max / base_max;
+}
+
+ToleranceRule tolerance_for(const KernelCase& c) {
+  ToleranceRule r;
+  if (c.softcap > 0) r.k_max = 3.0;
+  return r;
+}
+
+double rounding_floor(DType dt, double truth) {
+  const double t = round_to(dt, truth);
+  return std::fabs(round_to(dt, round_to(dt, t + 0.3) - 0.3) - t);
+}
+
+Comparison compare(const KernelCase& c, const AttentionResult& out, const AttentionResult& truth,
+                   const AttentionResult& baseline, EmptyRow convention, const ToleranceRule& rule) {
+  const CaseGeometry g = geometry(c);
+  const std::int64_t H = c.heads, dv = c.v_head_dim;
+  Comparison cmp;
+  double err_sum = 0, base_sum = 0, floor_sum = 0, floor_max = 0;
+  double lse_floor = 0;
+  const bool check_lse = !out.lse.empty();
+  cmp.lse_checked = check_lse;
+  struct Worst {
+    double err = -1;
+    ElementLoc loc;
+  } worst, lse_worst;
+
+  for (std::size_t b = 0; b < g.seqs.size(); ++b) {
+    const SeqGeometry& s = g.seqs[b];
+    for (std::int64_t i = 0; i < s.lq; ++i) {
+      const std::int64_t row = s.q_start + i;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::size_t cell = static_cast<std::size_t>(row * H + h);
+        const bool empty = truth.empty[cell] != 0;
+        const double* o = out.out.data() + cell * static_cast<std::size_t>(dv);
+        const double* t = truth.out.data() + cell * static_cast<std::size_t>(dv);
+        const double* p = baseline.out.data() + cell * static_cast<std::size_t>(dv);
+        if (empty) {
+          ++cmp.empty_rows;
+          if (convention != EmptyRow::kUniform) {
+            bool wrong = false;
+            for (std::int64_t x = 0; x < dv; ++x) {
+              const bool ok = convention == EmptyRow::kZero ? o[x] == 0.0 : std::isnan(o[x]);
+              if (!ok && !wrong) {
+                wrong = true;
+                if (!cmp.first_empty_wrong.valid())
+                  cmp.first_empty_wrong = {static_cast<std::int64_t>(b), h, i, x, o[x], t[x], p[x]};
+              }
+            }
+            cmp.empty_wrong += wrong ? 1 : 0;
+            continue;
+          }
+        }
+        for (std::int64_t x = 0; x < dv; ++x) {
+          const ElementLoc loc{static_cast<std::int64_t>(b), h, i, x, o[x], t[x], p[x]};
+          ++cmp.compared;
+          if (!std::isfinite(t[x])) {
+            // The truth itself is not finite (captured tensors can hold NaN): demand the same class.
+            if (!same_nonfinite(o[x], t[x])) {
+              ++cmp.nonfinite;
+              if (worst.err < kInf) worst = {kInf, loc};
+            }
+            continue;
+          }
+          double e = std::fabs(o[x] - t[x]);
+          if (!std::isfinite(o[x])) {
+            ++cmp.nonfinite;
+            e = kInf;
+          }
+          const double be = std::fabs(p[x] - t[x]);
+          const double fl = rounding_floor(c.dtype, t[x]);
+          err_sum += std::isfinite(e) ? e : 0.0;
+          base_sum += std::isfinite(be) ? be : 0.0;
+          floor_sum += fl;
+          floor_max = std::max(floor_max, fl);
+          if (be > cmp.base_max || std::isnan(be)) cmp.base_max = std::isnan(be) ? kInf : be;
+          if (e > worst.err) worst = {e, loc};
+        }
+        if (check_lse && !empty) {
+          const double lt = truth.lse[cell], lo = out.lse[cell], lb = baseline.lse[cell];
+          double e = std::fabs(lo - lt);
+          if (!std::isfinite(lo)) e = kInf;
+          cmp.lse_base = std::max(cmp.lse_base, std::fabs(lb - lt));
+          lse_floor = std::max(lse_floor, rounding_floor(DType::kF32, lt));
+          if (e > lse_worst.err || std::isnan(e)) lse_worst = {std::isnan(e) ? kInf : e, {static_cast<std::int64_t>(b), h, i, -1, lo, lt, lb}};
+        }
+      }
+    }
+  }
+
+  cmp.floor = 2.0 * floor_max;
+  cmp.err_max = worst.err < 0 ? 0.0 : worst.err;
+  cmp.worst = worst.loc;
+  cmp.bound = rule.k_max * cmp.base_max + cmp.floor;
+  const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
+  cmp.err_mean = cmp.nonfinite ? kInf : err_sum / n;
+  cmp.base_mean = base_sum / n;
+  cmp.mean_bound = rule.k_mean * cmp.base_mean + kMeanFloorFraction * floor_sum / n;
+  // Mismatch count against the final bound needs a second pass over the recorded errors; recompute cheaply.
+  for (std::size_t b = 0; b < g.seqs.size(); ++b) {
+    const SeqGeometry& s = g.seqs[b];
+    for (std::int64_t row = s.q_start; row < s.q_start + s.lq; ++row)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::size_t cell = static_cast<std::size_t>(row * H + h);
+        if (truth.empty[cell] && convention != EmptyRow::kUniform) continue;
+        for (std::int64_t x = 0; x < dv; ++x) {
+          const std::size_t at = cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x);
+          const double t = truth.out[at], o = out.out[at];
+          const bool ok = std::isfinite(t) ? std::fabs(o - t) <= cmp.bound : same_nonfinite(o, t);
+          cmp.mismatches += ok ? 0 : 1;
+        }
+      }
+  }
+  if (check_lse) {
+    cmp.lse_err = lse_worst.err < 0 ? 0.0 : lse_worst.err;
+    cmp.lse_worst = lse_worst.loc;
+    cmp.lse_bound = rule.k_lse * cmp.lse_base + 2.0 * lse_floor;
+  }
+  return cmp;
+}
+
+std::string failure_reason(const Comparison& cmp) {
+  if (cmp.nonfinite > 0)
+    return fmt::format("{} NaN/Inf output element{} where the truth is finite", cmp.nonfinite, cmp.nonfinite > 1 ? "s" : "");
+  if (cmp.empty_wrong > 0) {
+    const ElementLoc& l = cmp.first_empty_wrong;
+    return fmt::format("{} empty row{} break the declared convention (first: b{} h{} i{} d{} = {})", cmp.empty_wrong,
+                       cmp.empty_wrong > 1 ? "s" : "", l.b, l.h, l.i, l.d, l.out);
+  }
+  if (!(cmp.err_max <= cmp.bound))
+    return fmt::format("max error {:.3g} exceeds the bound {:.3g} ({} element{} over)", cmp.err_max, cmp.bound,
+                       cmp.mismatches, cmp.mismatches == 1 ? "" : "s");
+  if (!(cmp.err_mean <= cmp.mean_bound))
+    return fmt::format("mean error {:.3g} exceeds the bound {:.3g} (1.5 x baseline mean {:.3g})", cmp.err_mean,
+                       cmp.mean_bound, cmp.base_mean);
+  if (cmp.lse_checked && !(cmp.lse_err <= cmp.lse_bound))
+    return fmt::format("LSE error {:.3g} exceeds the bound {:.3g}", cmp.lse_err, cmp.lse_bound);
+  return "";
+}
+
+}  // namespace flashcheck

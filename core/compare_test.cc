@@ -1,0 +1,149 @@
+#include "core/compare.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <limits>
+
+namespace flashcheck {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One sequence, two query rows, one head, two channels; fp32 so that the floor is tiny.
+KernelCase tiny_case(DType dt = DType::kF32) {
+  KernelCase c;
+  c.dtype = dt;
+  c.head_dim = 2;
+  c.v_head_dim = 2;
+  c.seqs = {{.q_len = 2, .k_len = 2}};
+  return c;
+}
+
+AttentionResult result(std::vector<double> out, std::vector<std::uint8_t> empty = {0, 0}) {
+  return AttentionResult{std::move(out), {}, std::move(empty)};
+}
+
+Comparison run(const std::vector<double>& out, const std::vector<double>& truth, const std::vector<double>& base,
+               std::vector<std::uint8_t> empty = {0, 0}, EmptyRow conv = EmptyRow::kZero, DType dt = DType::kF32) {
+  const KernelCase c = tiny_case(dt);
+  return compare(c, result(out), result(truth, empty), result(base, empty), conv, tolerance_for(c));
+}
+
+TEST(Compare, NaNOutputFailsEvenWhenEverythingElseIsExact) {
+  const Comparison c = run({0.5, kNaN, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75});
+  EXPECT_EQ(c.nonfinite, 1);
+  EXPECT_EQ(c.err_max, kInf);
+  EXPECT_EQ(c.worst.i, 0);
+  EXPECT_EQ(c.worst.d, 1);
+  EXPECT_NE(failure_reason(c), "");
+}
+
+TEST(Compare, InfinityOutputFails) {
+  const Comparison c = run({0.5, 0.5, kInf, 0.75}, {0.5, 0.5, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75});
+  EXPECT_EQ(c.nonfinite, 1);
+  EXPECT_NE(failure_reason(c), "");
+}
+
+TEST(Compare, NaNInTheBaselineMakesTheBoundInfiniteButNotAPass) {
+  // A NaN baseline must not make a wrong output pass through an infinite bound: the mean check still
+  // sees the real error, and the reason says so.
+  const Comparison c = run({0.5, 0.9, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75}, {0.5, kNaN, 0.25, 0.75});
+  EXPECT_EQ(c.base_max, kInf);
+  EXPECT_NE(failure_reason(c), "");
+}
+
+TEST(Compare, NaNOnAnEmptyRowBreaksTheZeroConvention) {
+  const Comparison c = run({kNaN, kNaN, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {1, 0});
+  EXPECT_EQ(c.empty_rows, 1);
+  EXPECT_EQ(c.empty_wrong, 1);
+  EXPECT_EQ(c.first_empty_wrong.i, 0);
+  EXPECT_NE(failure_reason(c), "");
+}
+
+TEST(Compare, NaNConventionDemandsNaN) {
+  const Comparison ok = run({kNaN, kNaN, 0.25, 0.75}, {kNaN, kNaN, 0.25, 0.75}, {kNaN, kNaN, 0.25, 0.75}, {1, 0},
+                            EmptyRow::kNaN);
+  EXPECT_EQ(failure_reason(ok), "");
+  const Comparison zero = run({0, 0, 0.25, 0.75}, {kNaN, kNaN, 0.25, 0.75}, {kNaN, kNaN, 0.25, 0.75}, {1, 0},
+                              EmptyRow::kNaN);
+  EXPECT_EQ(zero.empty_wrong, 1);
+}
+
+TEST(Compare, ZeroConventionRejectsAnyNonZeroValue) {
+  const Comparison c = run({1e-30, 0, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {1, 0});
+  EXPECT_EQ(c.empty_wrong, 1);
+  EXPECT_EQ(run({-0.0, 0, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {0, 0, 0.25, 0.75}, {1, 0}).empty_wrong, 0);
+}
+
+TEST(Compare, MatchingTruthNaNIsNotAMismatch) {
+  const Comparison c = run({kNaN, 0.5, 0.25, 0.75}, {kNaN, 0.5, 0.25, 0.75}, {kNaN, 0.5, 0.25, 0.75});
+  EXPECT_EQ(c.nonfinite, 0);
+  EXPECT_EQ(failure_reason(c), "");
+}
+
+TEST(Compare, BoundIsTwiceTheBaselineErrorPlusTheFloor) {
+  // Baseline error 1e-3; kernel error 1.9e-3 passes, 2.1e-3 fails (fp32 floor is ~1e-7). The baseline
+  // errs on two elements so that the mean check (1.5 x its mean error) is not what decides.
+  const std::vector<double> truth{0.5, 0.5, 0.25, 0.75}, base{0.501, 0.5, 0.251, 0.75};
+  const Comparison pass = run({0.5, 0.5019, 0.25, 0.75}, truth, base);
+  EXPECT_NEAR(pass.base_max, 1e-3, 1e-12);
+  EXPECT_NEAR(pass.bound, 2e-3 + pass.floor, 1e-12);
+  EXPECT_GT(pass.floor, 0);
+  EXPECT_LT(pass.floor, 1e-6);
+  EXPECT_EQ(failure_reason(pass), "") << failure_reason(pass);
+  EXPECT_NEAR(pass.ratio(), 1.9, 1e-9);
+  const Comparison fail = run({0.5, 0.5021, 0.25, 0.75}, truth, base);
+  EXPECT_EQ(fail.mismatches, 1);
+  EXPECT_EQ(fail.worst.b, 0);
+  EXPECT_EQ(fail.worst.h, 0);
+  EXPECT_EQ(fail.worst.i, 0);
+  EXPECT_EQ(fail.worst.d, 1);
+  EXPECT_DOUBLE_EQ(fail.worst.out, 0.5021);
+  EXPECT_DOUBLE_EQ(fail.worst.truth, 0.5);
+  EXPECT_DOUBLE_EQ(fail.worst.baseline, 0.5);
+  EXPECT_NE(failure_reason(fail).find("max error"), std::string::npos);
+}
+
+TEST(Compare, SoftcapLoosensTheMultiplierToThree) {
+  KernelCase c = tiny_case();
+  EXPECT_EQ(tolerance_for(c).k_max, 2.0);
+  c.softcap = 30;
+  EXPECT_EQ(tolerance_for(c).k_max, 3.0);
+}
+
+TEST(Compare, MeanCheckCatchesASystematicBiasThatTheMaxCheckAllows) {
+  // Baseline: one element off by 1e-3, the rest exact. Kernel: every element off by 1e-3.
+  const std::vector<double> truth{0.5, 0.5, 0.25, 0.75}, base{0.501, 0.5, 0.25, 0.75};
+  const Comparison c = run({0.501, 0.501, 0.251, 0.751}, truth, base);
+  EXPECT_LE(c.err_max, c.bound);
+  EXPECT_GT(c.err_mean, c.mean_bound);
+  EXPECT_NE(failure_reason(c).find("mean error"), std::string::npos);
+}
+
+TEST(Compare, FloorIsTheDtypeRoundingNoise) {
+  EXPECT_EQ(rounding_floor(DType::kF32, 0.0), std::fabs(static_cast<double>(static_cast<float>(static_cast<double>(0.3f) - 0.3))));
+  // bf16: 0.5 + 0.3 rounds to 0.80078125; minus 0.3 gives 0.50078125, which rounds to 0.5 in bf16 (quantum 2^-8).
+  EXPECT_EQ(rounding_floor(DType::kBF16, 0.5), 0.0);
+  // 0.9 -> 0.8984375; + 0.3 -> 1.1953125; - 0.3 -> 0.8953125 -> 0.89453125 in bf16: one quantum below.
+  EXPECT_EQ(rounding_floor(DType::kBF16, 0.9), std::ldexp(1.0, -8));
+}
+
+TEST(Compare, LseIsCheckedOnNonEmptyRowsOnly) {
+  const KernelCase c = tiny_case();
+  AttentionResult truth = result({0, 0, 0.25, 0.75}, {1, 0});
+  truth.lse = {-kInf, 1.0};
+  AttentionResult base = truth;
+  base.lse = {-kInf, 1.001};
+  AttentionResult out = result({0, 0, 0.25, 0.75});
+  out.lse = {kInf, 1.0005};  // the empty row's LSE follows another library's convention: not compared
+  Comparison cmp = compare(c, out, truth, base, EmptyRow::kZero, tolerance_for(c));
+  EXPECT_TRUE(cmp.lse_checked);
+  EXPECT_EQ(failure_reason(cmp), "");
+  out.lse[1] = kNaN;
+  cmp = compare(c, out, truth, base, EmptyRow::kZero, tolerance_for(c));
+  EXPECT_NE(failure_reason(cmp).find("LSE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,132 @@
+// KernelCase: what a varlen flash-attention API receives, as a small descriptor. Tensors are not part of
+// it; they are materialized from the data recipe (core/materialize.h) or loaded from a fixture.
+// The exact meaning of every field is research/kernels.md §8, restated where it matters below.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace flashcheck {
+
+// Where the causal diagonal sits when q_len != k_len. Bottom-right: the last query sees the last key
+// (flash-attn >= 2.1). Top-left: query i sees keys 0..i (SDPA is_causal, CPU flash).
+enum class Alignment : std::uint8_t { kBottomRight, kTopLeft };
+
+// What a row with no visible key returns.
+enum class EmptyRow : std::uint8_t { kZero, kNaN, kUniform };
+
+// How the query/output tensors are presented to the kernel. The logical content is the same.
+enum class QLayout : std::uint8_t { kVarlen, kPaddedBSHD, kPaddedBHSD };
+
+// How K/V are stored: packed varlen segments, or pages reached through a block table.
+enum class KvStorage : std::uint8_t { kPacked, kPaged };
+
+// Strides of K/V as handed to the kernel: contiguous; gapped (rows padded, non-contiguous); or expanded,
+// a single KV head broadcast to every query head with stride 0 (requires kv_heads == 1).
+enum class KvStrides : std::uint8_t { kContiguous, kGapped, kExpanded };
+
+enum class Distribution : std::uint8_t { kNormal, kUniform, kIntegers, kLarge };
+
+// (left, right): query i sees keys in [i + off - left, i + off + right]; -1 = unbounded on that side.
+struct Window {
+  std::int64_t left = -1;
+  std::int64_t right = -1;
+  bool operator==(const Window&) const = default;
+};
+
+struct Sequence {
+  std::int64_t q_len = 0;
+  // Logical key positions allocated to this sequence: its varlen segment, or its cache capacity.
+  std::int64_t k_len = 0;
+  // Only the first seqused_k allocated keys are used (not with kv_cache).
+  std::optional<std::int64_t> seqused_k;
+  // The first leftpad_k logical positions are not part of the sequence.
+  std::int64_t leftpad_k = 0;
+  // With kv_cache: positions [0, cache_len) hold the cache, new_len tokens are appended after them.
+  std::int64_t cache_len = 0;
+  std::int64_t new_len = 0;
+  bool operator==(const Sequence&) const = default;
+};
+
+struct Paging {
+  std::int64_t page_size = 16;
+  // Pages in the pool beyond the ones the sequences need; they hold poison.
+  std::int64_t extra_pages = 0;
+  // Seed of the permutation that assigns pages, used when block_table is empty.
+  std::uint64_t table_seed = 0;
+  // Explicit table: row b lists the pages of sequence b, in logical order.
+  std::vector<std::vector<std::int32_t>> block_table;
+  bool operator==(const Paging&) const = default;
+};
+
+struct DataRecipe {
+  Distribution dist = Distribution::kNormal;
+  double q_scale = 1.0;
+  double k_scale = 1.0;
+  double v_scale = 1.0;
+  // V row of logical key j is the unit vector e_(j mod dv): the output reads back the softmax weights.
+  bool v_onehot = false;
+  // NaN in every allocated slot that is not part of a sequence (padding, unused cache, spare pages).
+  bool poison = true;
+  std::uint64_t seed = 0;
+  bool operator==(const DataRecipe&) const = default;
+};
+
+struct KernelCase {
+  std::string name;
+  std::vector<Sequence> seqs;  // batch = seqs.size()
+  std::int64_t heads = 1;
+  std::int64_t kv_heads = 1;
+  std::int64_t head_dim = 64;
+  std::int64_t v_head_dim = 64;
+  DType dtype = DType::kBF16;
+  bool causal = false;
+  Alignment alignment = Alignment::kBottomRight;
+  Window window;
+  double softcap = 0.0;
+  std::optional<double> scale;  // default 1/sqrt(head_dim)
+  bool kv_cache = false;        // flash_attn_with_kvcache: append new tokens, then attend
+  QLayout layout = QLayout::kVarlen;
+  KvStorage kv_storage = KvStorage::kPacked;
+  Paging paging;
+  KvStrides kv_strides = KvStrides::kContiguous;
+  DataRecipe data;
+
+  bool operator==(const KernelCase&) const = default;
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(seqs.size()); }
+  double softmax_scale() const;
+  std::int64_t group() const { return heads / kv_heads; }
+};
+
+// Field-level problem found while validating a case.
+struct FieldError {
+  std::string field;   // JSON path, e.g. "seqs[2].seqused_k"
+  std::string reason;
+};
+
+// Every rule a case must satisfy before anything runs on it; empty when the case is valid.
+std::vector<FieldError> validate(const KernelCase& c);
+
+// Short one-line description for reports: "b2 h8/2 d64 bf16 causal-br win(-1,0) L[3x5,1x9]".
+std::string summary(const KernelCase& c);
+
+std::string_view to_string(Alignment a);
+std::string_view to_string(EmptyRow e);
+std::string_view to_string(QLayout l);
+std::string_view to_string(KvStorage s);
+std::string_view to_string(KvStrides s);
+std::string_view to_string(Distribution d);
+std::optional<Alignment> parse_alignment(std::string_view s);
+std::optional<EmptyRow> parse_empty_row(std::string_view s);
+std::optional<QLayout> parse_layout(std::string_view s);
+std::optional<KvStorage> parse_kv_storage(std::string_view s);
+std::optional<KvStrides> parse_kv_strides(std::string_view s);
+std::optional<Distribution> parse_distribution(std::string_view s);
+
+}  // namespace flashcheck

@@ -1,0 +1,39 @@
+// The value of one logical tensor element under a data recipe. Header-only and FC_HD so that device-side
+// materialization runs this very code and produces the same bits as the host.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/kernel_case.h"
+#include "core/portable.h"
+#include "core/rng.h"
+
+namespace flashcheck {
+
+// Value of element (b, pos, head, ch) of tensor `t`, before rounding to the dtype. `pos` is the logical
+// position within the sequence (for keys, before leftpad), so a layout change never changes the data.
+FC_HD inline double recipe_value(Distribution dist, std::uint64_t seed, TensorId t, double scale, std::uint32_t b,
+                                 std::uint32_t pos, std::uint32_t head, std::uint32_t ch) {
+  const Philox4 bits = element_bits(seed, t, b, pos, head, ch);
+  switch (dist) {
+    case Distribution::kNormal: return portable::mul(irwin_hall_normal(bits), scale);
+    case Distribution::kUniform:
+      return portable::mul(2.0 * unit_uniform(bits.w[0]) - 1.0, scale);  // 2u - 1 is exact
+    case Distribution::kIntegers:
+      // Small exact integers in [-2, 2], half of them zero: dot products and logits are exact.
+      return (bits.w[1] & 1u) ? 0.0 : portable::mul(static_cast<double>(static_cast<int>(bits.w[0] % 5u) - 2), scale);
+    case Distribution::kLarge:
+      // Magnitudes spread over 2^0..2^7 times the scale: logits far past any softcap.
+      return portable::mul(portable::mul(irwin_hall_normal(bits), scale), std::ldexp(1.0, static_cast<int>(bits.w[0] & 7u)));
+  }
+  return 0.0;
+}
+
+// One-hot V: the row of logical key position `pos` is e_(pos mod dim).
+FC_HD inline double onehot_value(std::uint32_t pos, std::uint32_t ch, std::uint32_t dim) {
+  return ch == pos % dim ? 1.0 : 0.0;
+}
+
+}  // namespace flashcheck
