@@ -68,5 +68,10 @@ else
   "$build/venv/bin/python3" -m pip install -q --disable-pip-version-check "torch==$torch_version"
   python_for_torch="$build/venv/bin/python3"
 fi
+# The tests read files written by Python's safetensors and check that it reads ours.
+if ! "$python_for_torch" -c "import numpy, safetensors.torch" 2>/dev/null; then
+  log "installing safetensors from PyPI next to torch"
+  "$python_for_torch" -m pip install -q --disable-pip-version-check "safetensors==0.7.0" packaging numpy
+fi
 echo "$python_for_torch" > "$build/python-for-torch"
 log "torch: $("$python_for_torch" -c 'import torch; print(torch.__version__, torch.utils.cmake_prefix_path)' 2>/dev/null)"

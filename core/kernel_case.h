@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/data_recipe.h"
 #include "core/dtype.h"
 
 namespace flashcheck {
@@ -30,7 +31,6 @@ enum class KvStorage : std::uint8_t { kPacked, kPaged };
 // a single KV head broadcast to every query head with stride 0 (requires kv_heads == 1).
 enum class KvStrides : std::uint8_t { kContiguous, kGapped, kExpanded };
 
-enum class Distribution : std::uint8_t { kNormal, kUniform, kIntegers, kLarge };
 
 // (left, right): query i sees keys in [i + off - left, i + off + right]; -1 = unbounded on that side.
 struct Window {
@@ -64,18 +64,6 @@ struct Paging {
   bool operator==(const Paging&) const = default;
 };
 
-struct DataRecipe {
-  Distribution dist = Distribution::kNormal;
-  double q_scale = 1.0;
-  double k_scale = 1.0;
-  double v_scale = 1.0;
-  // V row of logical key j is the unit vector e_(j mod dv): the output reads back the softmax weights.
-  bool v_onehot = false;
-  // NaN in every allocated slot that is not part of a sequence (padding, unused cache, spare pages).
-  bool poison = true;
-  std::uint64_t seed = 0;
-  bool operator==(const DataRecipe&) const = default;
-};
 
 struct KernelCase {
   std::string name;

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "core/kernel_case.h"
+#include "core/data_recipe.h"
 #include "core/portable.h"
 #include "core/rng.h"
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, and (where the
+# CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot rot on CPU-only CI.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash ci/build.sh cpu
+ctest --preset cpu --output-on-failure
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "[test] compiling the CUDA sources (cuda preset, nothing runs them here)"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  cmake --preset cuda >build/configure-cuda.log 2>&1 || { cat build/configure-cuda.log; exit 1; }
+  cmake --build --preset cuda --target cuda_compile_check
+fi

@@ -1,0 +1,43 @@
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "core/error.h"
+#include "core/fixture.h"
+#include "properties/replay.h"
+
+namespace flashcheck::cli {
+
+int run_replay(const ReplayOptions& o) {
+  std::vector<Kernel*> kernels;
+  if (!resolve_kernels(o.kernels, kernels)) return kExitUsage;
+  std::vector<Fixture> fixtures;
+  try {
+    for (const std::string& p : o.paths) {
+      if (!std::filesystem::exists(p)) throw InputError(p, "", "no such file or directory");
+      for (const std::string& f : find_fixture_files(p)) fixtures.push_back(load_fixture(f));
+    }
+  } catch (const InputError& e) {
+    fmt::print(stderr, "flashcheck replay: {}\n", e.what());
+    return kExitUsage;
+  }
+  IsolationOptions iso;
+  iso.enabled = o.isolate;
+  iso.timeout_seconds = o.timeout;
+  const std::vector<ReplayRecord> records = replay_fixtures(fixtures, kernels, iso);
+  if (o.json) {
+    std::cout << replay_json(records).dump(2) << "\n";
+  } else {
+    for (const ReplayRecord& r : records) print_replay_line(r);
+    print_replay_summary(records);
+  }
+  for (const ReplayRecord& r : records)
+    if (!r.as_expected) return kExitFailure;
+  return kExitOk;
+}
+
+}  // namespace flashcheck::cli

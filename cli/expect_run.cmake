@@ -1,0 +1,22 @@
+# cmake -DEXE=... -DARGS="a|b" -DCODE=n -DMATCH=regex [-DSTREAM=out|err] [-DWRITE_BAD_FIXTURE=path] -P expect_run.cmake
+# Runs the command and fails unless it exits with CODE and its stdout (or stderr) matches MATCH.
+cmake_minimum_required(VERSION 3.25)
+if(DEFINED WRITE_BAD_FIXTURE)
+  get_filename_component(dir "${WRITE_BAD_FIXTURE}" DIRECTORY)
+  file(MAKE_DIRECTORY "${dir}")
+  file(WRITE "${WRITE_BAD_FIXTURE}" [=[{"schema": "flashcheck.fixture/1", "title": "bad",
+  "cases": [{"dtype": "bf16", "heads": 4, "head_dim": 8, "seqs": [{"q_len": 2, "k_len": 3, "seqused_k": 5}]}]}]=])
+endif()
+string(REPLACE "|" ";" ARGS "${ARGS}")
+execute_process(COMMAND "${EXE}" ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL "${CODE}")
+  message(FATAL_ERROR "expected exit code ${CODE}, got ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(STREAM STREQUAL "err")
+  set(text "${err}")
+else()
+  set(text "${out}")
+endif()
+if(NOT text MATCHES "${MATCH}")
+  message(FATAL_ERROR "output does not match '${MATCH}'\nstdout:\n${out}\nstderr:\n${err}")
+endif()

@@ -1,0 +1,84 @@
+#include "cli/report.h"
+
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace flashcheck::cli {
+
+bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out) {
+  const Registry& reg = builtin_registry();
+  if (names.empty()) {
+    out = reg.kernels();
+    return true;
+  }
+  for (const std::string& n : names) {
+    Kernel* k = reg.find(n);
+    if (!k) {
+      std::string known;
+      for (const std::string& s : reg.names(true)) known += " " + s;
+      fmt::print(stderr, "flashcheck: unknown kernel '{}'; known kernels:{}\n", n, known);
+      return false;
+    }
+    out.push_back(k);
+  }
+  return true;
+}
+
+void print_replay_line(const ReplayRecord& r) {
+  const std::string where = fmt::format("{}#{}", r.fixture, r.case_index);
+  std::string outcome = r.outcome;
+  if (!r.as_expected) outcome += " !";
+  fmt::print("{:<13} {:<18} {}  [{}]\n", outcome, r.verdict.kernel, where, r.case_summary);
+  fmt::print("              {}\n", describe(r.verdict));
+  if (r.has_expectation && !r.as_expected)
+    fmt::print("              expected {}{}\n", to_string(r.expected.verdict),
+               r.expected.reason_contains.empty() ? "" : fmt::format(" mentioning \"{}\"", r.expected.reason_contains));
+}
+
+void print_replay_summary(const std::vector<ReplayRecord>& records) {
+  struct Row {
+    int pass = 0, fail = 0, xfail = 0, unsupported = 0, error = 0, crash = 0, unexpected = 0;
+    double worst_ratio = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const ReplayRecord& r : records) {
+    Row& row = rows[r.verdict.kernel];
+    const std::string& o = r.outcome;
+    if (o == "pass") ++row.pass;
+    else if (o == "xfail") ++row.xfail;
+    else if (o == "unsupported") ++row.unsupported;
+    else if (o == "fail" || o == "xpass") ++row.fail;
+    else if (o == "error") ++row.error;
+    else ++row.crash;  // crash, timeout
+    if (!r.as_expected) ++row.unexpected;
+    if (r.verdict.cmp && r.verdict.kind == VerdictKind::kPass)
+      row.worst_ratio = std::max(row.worst_ratio, r.verdict.cmp->ratio());
+  }
+  fmt::print("\n{:<18} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11}  {}\n", "kernel", "pass", "fail", "xfail",
+             "unsupported", "error", "crash/hang", "worst ratio", "status");
+  int unexpected = 0;
+  for (const auto& [k, row] : rows) {
+    fmt::print("{:<18} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11.3g}  {}\n", k, row.pass, row.fail, row.xfail,
+               row.unsupported, row.error, row.crash, row.worst_ratio, row.unexpected ? "UNEXPECTED" : "ok");
+    unexpected += row.unexpected;
+  }
+  fmt::print("{} case-kernel runs, {} unexpected\n", records.size(), unexpected);
+}
+
+nlohmann::json replay_json(const std::vector<ReplayRecord>& records) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const ReplayRecord& r : records) {
+    nlohmann::json j = to_json(r.verdict);
+    j["fixture"] = r.fixture;
+    j["case"] = r.case_index;
+    j["case_summary"] = r.case_summary;
+    j["outcome"] = r.outcome;
+    j["as_expected"] = r.as_expected;
+    if (r.has_expectation) j["expected"] = to_string(r.expected.verdict);
+    arr.push_back(std::move(j));
+  }
+  return {{"records", arr}};
+}
+
+}  // namespace flashcheck::cli

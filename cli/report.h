@@ -1,0 +1,21 @@
+// Console and JSON reporting shared by the commands.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "properties/replay.h"
+
+namespace flashcheck::cli {
+
+// Looks up kernel names (all kernels under test when `names` is empty); prints the problem and returns
+// false on an unknown name.
+bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out);
+
+void print_replay_line(const ReplayRecord& r);
+void print_replay_summary(const std::vector<ReplayRecord>& records);
+nlohmann::json replay_json(const std::vector<ReplayRecord>& records);
+
+}  // namespace flashcheck::cli

@@ -1,0 +1,25 @@
+// Device-side generation of recipe data: the GPU runs the same header code as the host
+// (core/recipe.h, core/rng.h, core/dtype.h), so a tensor generated on either side has the same bits.
+// Host-callable; the CUDA code sits in recipe_fill.cu.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/data_recipe.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+
+namespace flashcheck::device {
+
+// Values of `rows` logical positions pos0.. of sequence b, (rows, heads, dim) row-major, into device
+// memory `dst` (float). Rounded to `dt`; one-hot when `onehot`.
+void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,
+                      std::uint32_t pos0, std::uint32_t rows, std::uint32_t heads, std::uint32_t dim, bool onehot);
+
+// Host convenience for tests: the same rows, generated on the GPU and copied back.
+std::vector<float> recipe_rows_via_device(const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,
+                                          std::uint32_t pos0, std::uint32_t rows, std::uint32_t heads,
+                                          std::uint32_t dim, bool onehot);
+
+}  // namespace flashcheck::device

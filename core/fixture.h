@@ -1,0 +1,60 @@
+// Fixture files: a JSON descriptor (schema "flashcheck.fixture/1") holding one or more KernelCases, what
+// each kernel is expected to do on them, where the case came from, and optionally a safetensors file of
+// captured tensors that replace the generated ones. fixtures/README.md documents the format.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/case_tensors.h"
+#include "core/kernel_case.h"
+#include "core/verdict.h"
+
+namespace flashcheck {
+
+inline constexpr const char* kFixtureSchema = "flashcheck.fixture/1";
+
+// What a kernel is expected to do on a case. Without an entry a kernel is expected to pass (or to be
+// unsupported by its contract, which the replay reports as such).
+struct Expectation {
+  VerdictKind verdict = VerdictKind::kPass;
+  std::string reason_contains;        // a fail/error/crash must mention this (empty: anything)
+  bool run_outside_contract = false;  // run even though the contract excludes the case (known crashes)
+  std::string why;                    // the analysis: why this is the expected outcome
+};
+
+struct FixtureCase {
+  KernelCase kcase;
+  std::string note;
+  std::map<std::string, Expectation> expect;  // by kernel name
+  std::optional<CaseTensors> tensors;         // captured tensors, when the fixture has them
+};
+
+struct Fixture {
+  std::string path;  // where it was loaded from or will be saved to
+  std::string title;
+  std::string source;       // link to the report this fixture reproduces
+  std::string description;
+  std::vector<FixtureCase> cases;
+  std::string tensors_file;  // safetensors file next to the descriptor, "" when none
+  // Found counterexamples carry how they were found.
+  std::string found_by;      // "flashcheck fuzz --kernel K --property P --seed S"
+  std::string replay;        // one-line replay command
+  std::string rc_reproduce;  // RapidCheck reproduce string (short-lived: tied to the generator code)
+};
+
+// Loads and validates a fixture; throws InputError naming the file, field and reason.
+Fixture load_fixture(const std::string& path);
+
+// Writes the descriptor (and the tensors file, when cases carry tensors) atomically: write, then rename.
+void save_fixture(const Fixture& f);
+
+// Every *.json fixture under a directory (recursively, sorted), or the file itself.
+std::vector<std::string> find_fixture_files(const std::string& path);
+
+// Stable 16-hex-digit hash of a case's canonical JSON: names found fixtures and de-duplicates them.
+std::string content_hash(const KernelCase& c);
+
+}  // namespace flashcheck

@@ -1,0 +1,37 @@
+// A small reader and writer for the safetensors format (8-byte little-endian header length, a JSON header
+// of {name: {dtype, shape, data_offsets}}, then the raw little-endian bytes), enough for captured fixture
+// tensors. Files written here load in Python's `safetensors`; files from it load here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace flashcheck {
+
+struct StoredTensor {
+  std::string dtype;  // "F32", "F16", "BF16", "F64", "I32", "I64"
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+
+struct SafetensorsFile {
+  std::map<std::string, StoredTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Throws InputError naming the file, the tensor and the reason on any malformed input.
+SafetensorsFile read_safetensors(const std::string& path);
+void write_safetensors(const std::string& path, const SafetensorsFile& file);
+
+// Float values stored in `dt` ("BF16"/"F16"/"F32"); the values must be exact in that dtype.
+StoredTensor store_floats(const std::vector<float>& values, const std::vector<std::int64_t>& shape, DType dt);
+StoredTensor store_int32(const std::vector<std::int32_t>& values, const std::vector<std::int64_t>& shape);
+// Decodes any float dtype to float values; throws std::invalid_argument for integer dtypes.
+std::vector<float> load_floats(const StoredTensor& t);
+std::vector<std::int32_t> load_int32(const StoredTensor& t);
+
+}  // namespace flashcheck

@@ -1,0 +1,72 @@
+#include "kernels/contract.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "core/geometry.h"
+
+namespace flashcheck {
+
+ContractCheck check_contract(const Contract& k, const KernelCase& c) {
+  ContractCheck r;
+  auto need = [&](Support s, const std::string& feature) {
+    if (!r.supported) return;
+    if (s == Support::kNo) {
+      r.supported = false;
+      r.reason = feature;
+    } else if (s == Support::kTranslated) {
+      r.translations.push_back(feature);
+    }
+  };
+  const bool masked = c.causal || c.window != Window{};
+  if (masked) {
+    if (c.alignment == Alignment::kBottomRight) need(k.bottom_right, "bottom-right causal/window alignment");
+    else need(k.top_left, "top-left causal/window alignment");
+  }
+  const MaskRule rule = mask_rule(c);
+  if (c.window != Window{} && !(c.causal && rule.left < 0)) need(k.window, "sliding window");
+  if (c.softcap > 0) need(k.softcap, "softcap");
+  if (c.heads != c.kv_heads) need(k.gqa, "grouped KV heads (GQA/MQA)");
+  const CaseGeometry g = geometry(c);
+  bool varlen = false, zero = false, seqused = false, leftpad = false;
+  for (std::size_t b = 0; b < c.seqs.size(); ++b) {
+    const Sequence& s = c.seqs[b];
+    varlen = varlen || s.q_len != c.seqs[0].q_len || s.k_len != c.seqs[0].k_len;
+    zero = zero || s.q_len == 0 || g.seqs[b].lk == 0;
+    seqused = seqused || s.seqused_k.has_value();
+    leftpad = leftpad || s.leftpad_k != 0;
+  }
+  if (varlen) need(k.varlen, "variable sequence lengths in one batch");
+  if (seqused) need(k.seqused_k, "seqused_k");
+  if (leftpad) need(k.leftpad, "leftpad_k");
+  if (c.kv_storage == KvStorage::kPaged) need(k.paged, "paged KV");
+  if (c.kv_cache) need(k.kv_cache, "KV cache with appended tokens");
+  if (zero) need(k.zero_length, "zero-length sequences (q_len == 0 or no keys)");
+  if (c.v_head_dim != c.head_dim) need(k.dv_differs, "v_head_dim != head_dim");
+  if (!r.supported) {
+    r.reason = "does not support " + r.reason;
+    return r;
+  }
+
+  auto fail = [&](std::string why) {
+    r.supported = false;
+    r.reason = std::move(why);
+    return r;
+  };
+  if (std::find(k.dtypes.begin(), k.dtypes.end(), c.dtype) == k.dtypes.end())
+    return fail(fmt::format("does not support dtype {}", to_string(c.dtype)));
+  for (std::int64_t d : {c.head_dim, c.v_head_dim}) {
+    if (d > k.max_head_dim) return fail(fmt::format("head dim {} exceeds the maximum {}", d, k.max_head_dim));
+    if (d % k.head_dim_multiple != 0)
+      return fail(fmt::format("head dim {} is not a multiple of {}", d, k.head_dim_multiple));
+  }
+  if (c.kv_storage == KvStorage::kPaged && c.paging.page_size % k.page_size_multiple != 0)
+    return fail(fmt::format("page size {} is not a multiple of {}", c.paging.page_size, k.page_size_multiple));
+  if (std::find(k.layouts.begin(), k.layouts.end(), c.layout) == k.layouts.end())
+    return fail(fmt::format("does not support layout {}", to_string(c.layout)));
+  if (std::find(k.kv_strides.begin(), k.kv_strides.end(), c.kv_strides) == k.kv_strides.end())
+    return fail(fmt::format("does not support {} K/V strides", to_string(c.kv_strides)));
+  return r;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,57 @@
+// What a kernel promises: the features it computes natively, the ones its adapter translates (with how),
+// the ones it does not support, and the conventions it follows. The harness never runs a case outside
+// the contract: such a case is `unsupported`, with the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernel_case.h"
+
+namespace flashcheck {
+
+enum class Support : std::uint8_t { kNo, kNative, kTranslated };
+
+struct Contract {
+  std::string summary;  // one line: what the kernel is
+
+  // Alignment of the causal diagonal and of windows; used only by cases that are causal or windowed.
+  Support bottom_right = Support::kNo;
+  Support top_left = Support::kNo;
+  Support window = Support::kNo;   // a window other than (-1, -1)
+  Support softcap = Support::kNo;
+  Support gqa = Support::kNo;      // heads != kv_heads, query head h reads KV head h / (H / Hk)
+  Support varlen = Support::kNo;   // sequences of different lengths in one batch
+  Support seqused_k = Support::kNo;
+  Support leftpad = Support::kNo;
+  Support paged = Support::kNo;
+  Support kv_cache = Support::kNo;
+  Support zero_length = Support::kNo;  // q_len == 0 or no key (Lk == 0) in some sequence
+  Support dv_differs = Support::kNo;   // v_head_dim != head_dim
+
+  std::vector<DType> dtypes;
+  std::int64_t max_head_dim = 256;
+  std::int64_t head_dim_multiple = 1;
+  std::int64_t page_size_multiple = 1;
+  std::vector<QLayout> layouts{QLayout::kVarlen};
+  std::vector<KvStrides> kv_strides{KvStrides::kContiguous};
+
+  EmptyRow empty_row = EmptyRow::kZero;
+  bool returns_lse = false;
+  bool deterministic = true;        // reruns are bitwise equal
+  bool writes_into_buffer = false;  // writes the harness's output buffer directly (canaries are meaningful)
+
+  // How each translated feature is translated, and any other caveat worth printing with `list`.
+  std::vector<std::string> notes;
+};
+
+struct ContractCheck {
+  bool supported = true;
+  std::string reason;                     // why not, when unsupported
+  std::vector<std::string> translations;  // translated features the case uses
+};
+
+ContractCheck check_contract(const Contract& k, const KernelCase& c);
+
+}  // namespace flashcheck

@@ -1,0 +1,83 @@
+#include "kernels/contract.h"
+
+#include <gtest/gtest.h>
+
+namespace flashcheck {
+namespace {
+
+Contract bottom_right_only() {
+  Contract k;
+  k.bottom_right = Support::kNative;
+  k.gqa = Support::kNative;
+  k.window = Support::kTranslated;
+  k.dtypes = {DType::kBF16};
+  k.max_head_dim = 128;
+  k.head_dim_multiple = 8;
+  return k;
+}
+
+KernelCase base() {
+  KernelCase c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.v_head_dim = 64;
+  c.seqs = {{.q_len = 3, .k_len = 5}};
+  return c;
+}
+
+TEST(Contract, SupportedCaseListsItsTranslations) {
+  KernelCase c = base();
+  c.window = {4, -1};
+  const ContractCheck r = check_contract(bottom_right_only(), c);
+  EXPECT_TRUE(r.supported) << r.reason;
+  ASSERT_EQ(r.translations.size(), 1u);
+  EXPECT_EQ(r.translations[0], "sliding window");
+}
+
+TEST(Contract, UnsupportedCasesSayWhy) {
+  KernelCase c = base();
+  c.causal = true;
+  c.alignment = Alignment::kTopLeft;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "does not support top-left causal/window alignment");
+  c = base();
+  c.softcap = 30;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "does not support softcap");
+  c = base();
+  c.seqs.push_back({.q_len = 2, .k_len = 5});
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "does not support variable sequence lengths in one batch");
+  c = base();
+  c.seqs[0].k_len = 0;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason,
+            "does not support zero-length sequences (q_len == 0 or no keys)");
+  c = base();
+  c.dtype = DType::kF16;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "does not support dtype fp16");
+  c = base();
+  c.head_dim = 60;
+  c.v_head_dim = 60;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "head dim 60 is not a multiple of 8");
+  c = base();
+  c.head_dim = c.v_head_dim = 256;
+  EXPECT_EQ(check_contract(bottom_right_only(), c).reason, "head dim 256 exceeds the maximum 128");
+}
+
+TEST(Contract, PureCausalNeedsNoWindowSupport) {
+  KernelCase c = base();
+  c.causal = true;
+  c.window = {-1, 7};  // causal folds the right bound to 0: still plain causal
+  Contract k = bottom_right_only();
+  k.window = Support::kNo;
+  EXPECT_TRUE(check_contract(k, c).supported);
+  c.window = {3, -1};
+  EXPECT_EQ(check_contract(k, c).reason, "does not support sliding window");
+}
+
+TEST(Contract, AlignmentIsIrrelevantWithoutMask) {
+  KernelCase c = base();
+  c.alignment = Alignment::kTopLeft;  // neither causal nor windowed
+  EXPECT_TRUE(check_contract(bottom_right_only(), c).supported);
+}
+
+}  // namespace
+}  // namespace flashcheck

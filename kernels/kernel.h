@@ -1,0 +1,50 @@
+// The interface every kernel under test implements, and the registry that names them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/case_tensors.h"
+#include "core/kernel_case.h"
+#include "kernels/contract.h"
+#include "kernels/output_buffer.h"
+
+namespace flashcheck {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual std::string_view name() const = 0;
+  virtual const Contract& contract() const = 0;
+
+  // Whether this case can run here: the contract, plus anything only known at run time (a missing GPU).
+  virtual ContractCheck check(const KernelCase& c) const { return check_contract(contract(), c); }
+
+  // Computes attention for a case inside the contract and writes the valid rows of the packed output
+  // (total_q, H, dv) into `out` (and the LSE, setting out.lse_written). Reports failure by throwing.
+  virtual void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) = 0;
+
+  // Deliberately broken kernels (kernels/mutants) prove that properties catch what they claim.
+  virtual bool is_mutant() const { return false; }
+  virtual std::string_view mutant_description() const { return ""; }
+};
+
+class Registry {
+ public:
+  void add(std::unique_ptr<Kernel> k);
+  Kernel* find(std::string_view name) const;
+  // Kernels under test (no mutants), in registration order.
+  std::vector<Kernel*> kernels() const;
+  std::vector<Kernel*> mutants() const;
+  std::vector<std::string> names(bool with_mutants) const;
+
+ private:
+  std::vector<std::unique_ptr<Kernel>> all_;
+};
+
+// Every kernel this build provides: the CPU kernels, the CUDA kernels in a CUDA build, and the mutants.
+Registry& builtin_registry();
+
+}  // namespace flashcheck

@@ -1,0 +1,41 @@
+// The buffer a kernel writes its output into: owned by the harness, poisoned before every launch and
+// framed by canary margins, so that rows a kernel never writes and writes past either end are caught.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/case_tensors.h"
+
+namespace flashcheck {
+
+class OutputBuffer {
+ public:
+  // Output (total_q, H, dv) and LSE (total_q, H), each with `margin` canary elements on both sides.
+  OutputBuffer(std::int64_t out_elems, std::int64_t lse_elems, std::int64_t margin = 64);
+
+  float* out() { return out_.data() + margin_; }
+  float* lse() { return lse_.data() + margin_; }
+  const float* out() const { return out_.data() + margin_; }
+  const float* lse() const { return lse_.data() + margin_; }
+  std::int64_t out_elems() const { return out_elems_; }
+  std::int64_t lse_elems() const { return lse_elems_; }
+
+  // Fills the interior with the "unwritten" NaN pattern and the margins with the canary pattern.
+  void poison();
+  // Margin elements whose bits changed since poison(): out-of-bounds writes.
+  std::int64_t canary_damage() const;
+  // True when the element still holds the exact "unwritten" bit pattern.
+  static bool unwritten(float x);
+
+  // Set by a kernel that wrote the LSE.
+  bool lse_written = false;
+
+  AttentionResult to_result() const;
+
+ private:
+  std::int64_t out_elems_, lse_elems_, margin_;
+  std::vector<float> out_, lse_;
+};
+
+}  // namespace flashcheck

@@ -1,0 +1,59 @@
+#include <stdexcept>
+
+#include "kernels/kernel.h"
+#include "kernels/mutants/mutants.h"
+#include "kernels/tiled_cpu.h"
+#include "kernels/torch/torch_cpu_kernels.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace flashcheck {
+
+void Registry::add(std::unique_ptr<Kernel> k) {
+  if (find(k->name())) throw std::logic_error("kernel registered twice: " + std::string(k->name()));
+  all_.push_back(std::move(k));
+}
+
+Kernel* Registry::find(std::string_view name) const {
+  for (const auto& k : all_)
+    if (k->name() == name) return k.get();
+  return nullptr;
+}
+
+std::vector<Kernel*> Registry::kernels() const {
+  std::vector<Kernel*> v;
+  for (const auto& k : all_)
+    if (!k->is_mutant()) v.push_back(k.get());
+  return v;
+}
+
+std::vector<Kernel*> Registry::mutants() const {
+  std::vector<Kernel*> v;
+  for (const auto& k : all_)
+    if (k->is_mutant()) v.push_back(k.get());
+  return v;
+}
+
+std::vector<std::string> Registry::names(bool with_mutants) const {
+  std::vector<std::string> v;
+  for (const auto& k : all_)
+    if (with_mutants || !k->is_mutant()) v.emplace_back(k->name());
+  return v;
+}
+
+Registry& builtin_registry() {
+  static Registry* registry = [] {
+    auto* r = new Registry;
+    register_tiled_cpu_kernels(*r);
+    register_torch_cpu_kernels(*r);
+#if defined(FLASHCHECK_HAVE_CUDA)
+    register_cuda_kernels(*r);
+#endif
+    register_mutants(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace flashcheck

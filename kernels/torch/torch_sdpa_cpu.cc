@@ -1,0 +1,179 @@
+// Adapters for PyTorch's CPU attention: `_scaled_dot_product_attention_math` (the SDPA math path) and
+// `_scaled_dot_product_flash_attention_for_cpu`. Both take dense (B, H, L, d) tensors and know only
+// top-left causal, so the adapter translates: one dense call per sequence (varlen), logical K/V gathered
+// from pages / cache / leftpad / seqused_k, and an explicit additive mask for every visibility pattern
+// other than plain top-left causal. The contracts list these translations.
+#include <ATen/ops/_scaled_dot_product_attention_math.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/as_strided.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/geometry.h"
+#include "kernels/kernel.h"
+#include "kernels/torch/torch_cpu_kernels.h"
+#include "kernels/torch/torch_tensors.h"
+
+namespace flashcheck {
+namespace {
+
+enum class CpuOp { kMath, kFlash };
+
+// Logical K and V of one sequence, (Lk, Hk, d) row-major: the adapter's own gather (the reference has
+// another), following the case's storage, cache and leftpad.
+struct SequenceKv {
+  std::int64_t lk = 0;
+  std::vector<float> k, v;
+};
+
+SequenceKv gather(const KernelCase& c, const CaseTensors& in, const std::vector<std::vector<std::int32_t>>& table,
+                  const SeqGeometry& g, std::size_t b) {
+  const std::int64_t kd = c.kv_heads * c.head_dim, vd = c.kv_heads * c.v_head_dim;
+  SequenceKv kv;
+  kv.lk = g.lk;
+  kv.k.reserve(static_cast<std::size_t>(kv.lk * kd));
+  kv.v.reserve(static_cast<std::size_t>(kv.lk * vd));
+  for (std::int64_t p = g.p0; p < g.kv_end; ++p) {
+    const float *ks, *vs;
+    if (c.kv_cache && p >= c.seqs[b].cache_len) {
+      const std::int64_t row = g.new_start + p - c.seqs[b].cache_len;
+      ks = in.k_new.data.data() + row * kd;
+      vs = in.v_new.data.data() + row * vd;
+    } else {
+      const std::int64_t row = c.kv_storage == KvStorage::kPaged
+                                   ? table[b][static_cast<std::size_t>(p / c.paging.page_size)] * c.paging.page_size +
+                                         p % c.paging.page_size
+                                   : g.k_start + p;
+      ks = in.k.data.data() + row * kd;
+      vs = in.v.data.data() + row * vd;
+    }
+    kv.k.insert(kv.k.end(), ks, ks + kd);
+    kv.v.insert(kv.v.end(), vs, vs + vd);
+  }
+  return kv;
+}
+
+// (1, heads, L, dim) tensor from (L, heads, dim) rows, presented with the case's K/V strides.
+at::Tensor bhsd(const std::vector<float>& rows, std::int64_t len, std::int64_t heads, std::int64_t dim, DType dt,
+                KvStrides strides, std::int64_t expand_to) {
+  at::Tensor t = torch_bridge::from_values(rows, {1, len, heads, dim}, dt).permute({0, 2, 1, 3});
+  if (strides == KvStrides::kContiguous) return t.contiguous();
+  if (strides == KvStrides::kExpanded) return t.contiguous().expand({1, expand_to, len, dim});
+  // Gapped: every row padded by 8 elements, every head by 3 rows; the innermost dimension stays dense.
+  at::Tensor big = at::full({1, heads, len + 3, dim + 8}, std::numeric_limits<float>::quiet_NaN(),
+                            at::TensorOptions().dtype(torch_bridge::scalar_type(dt)));
+  at::Tensor view = big.narrow(2, 0, len).narrow(3, 0, dim);
+  view.copy_(t);
+  return view;
+}
+
+class TorchCpuAttention : public Kernel {
+ public:
+  explicit TorchCpuAttention(CpuOp op) : op_(op) {
+    Contract& k = contract_;
+    k.top_left = Support::kNative;
+    k.bottom_right = k.window = k.varlen = k.seqused_k = k.leftpad = k.paged = k.kv_cache = Support::kTranslated;
+    k.gqa = Support::kNative;
+    k.softcap = Support::kNo;
+    k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
+    k.max_head_dim = 512;
+    k.kv_strides = {KvStrides::kContiguous, KvStrides::kGapped, KvStrides::kExpanded};
+    k.empty_row = EmptyRow::kZero;
+    k.writes_into_buffer = false;
+    k.notes = {"varlen: one dense (1, H, L, d) call per sequence",
+               "paged / kv cache / leftpad / seqused_k: the adapter gathers the logical keys of each sequence",
+               "bottom-right causal and windows: an explicit additive mask (0 / -inf) in the query dtype",
+               "GQA: K/V passed with Hk heads"};
+    if (op == CpuOp::kMath) {
+      name_ = "sdpa-math-cpu";
+      k.summary = "PyTorch SDPA math path (aten::_scaled_dot_product_attention_math) on CPU";
+      k.zero_length = Support::kNative;
+      k.dv_differs = Support::kNative;
+      k.returns_lse = false;
+      k.notes.push_back("GQA through enable_gqa=True (repeat_interleave: head h reads h / (H / Hk))");
+    } else {
+      name_ = "cpu-flash";
+      k.summary = "PyTorch CPU flash attention (aten::_scaled_dot_product_flash_attention_for_cpu)";
+      // The op dies with SIGFPE on an empty query or key sequence (fixtures/found/cpu-flash-empty-sequence-sigfpe.json);
+      // public SDPA never routes such inputs to it.
+      k.zero_length = Support::kNo;
+      k.dv_differs = Support::kNo;  // "Q/K/V should have the same head size"
+      k.returns_lse = true;
+      k.notes.push_back("LSE is returned in fp32; empty rows get LSE 0 and are not compared");
+    }
+  }
+
+  std::string_view name() const override { return name_; }
+  const Contract& contract() const override { return contract_; }
+
+  void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
+    const CaseGeometry g = geometry(c);
+    const auto table = block_table(c);
+    const MaskRule rule = mask_rule(c);
+    const std::int64_t H = c.heads, Hk = c.kv_heads, d = c.head_dim, dv = c.v_head_dim;
+    const at::ScalarType st = torch_bridge::scalar_type(c.dtype);
+    for (std::size_t b = 0; b < c.seqs.size(); ++b) {
+      const SeqGeometry& sg = g.seqs[b];
+      const std::int64_t lq = sg.lq;
+      const SequenceKv kv = gather(c, in, table, sg, b);
+      const std::int64_t lk = kv.lk;
+      std::vector<float> qrows(in.q.data.begin() + sg.q_start * H * d, in.q.data.begin() + (sg.q_start + lq) * H * d);
+      const at::Tensor q = torch_bridge::from_values(qrows, {1, lq, H, d}, c.dtype).permute({0, 2, 1, 3}).contiguous();
+      const at::Tensor k = bhsd(kv.k, lk, Hk, d, c.dtype, c.kv_strides, H);
+      const at::Tensor v = bhsd(kv.v, lk, Hk, dv, c.dtype, c.kv_strides, H);
+
+      // Native is_causal is top-left; anything else becomes an explicit mask.
+      const bool windowed = rule.left >= 0 || rule.right >= 0;
+      const bool plain_top_left_causal =
+          c.causal && rule.left < 0 && (c.alignment == Alignment::kTopLeft || lq == lk);
+      std::optional<at::Tensor> mask;
+      if (windowed && !plain_top_left_causal) {
+        const std::int64_t off = c.alignment == Alignment::kBottomRight ? lk - lq : 0;
+        std::vector<float> m(static_cast<std::size_t>(lq * lk), -std::numeric_limits<float>::infinity());
+        for (std::int64_t i = 0; i < lq; ++i)
+          for (std::int64_t j = 0; j < lk; ++j) {
+            const bool right_ok = rule.right < 0 || j <= i + off + rule.right;
+            const bool left_ok = rule.left < 0 || j >= i + off - rule.left;
+            if (right_ok && left_ok) m[static_cast<std::size_t>(i * lk + j)] = 0.0f;
+          }
+        mask = torch_bridge::from_values(m, {lq, lk}, c.dtype);
+      }
+      const double scale = c.softmax_scale();
+      at::Tensor o, lse;
+      if (op_ == CpuOp::kMath) {
+        o = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, mask, 0.0, plain_top_left_causal, std::nullopt,
+                                                                scale, /*enable_gqa=*/H != k.size(1)));
+      } else {
+        std::tie(o, lse) = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, plain_top_left_causal, mask, scale);
+      }
+      if (o.scalar_type() != st) throw std::runtime_error(fmt::format("{} returned dtype {}", name_, c10::toString(o.scalar_type())));
+      // (1, H, Lq, dv) -> packed rows (Lq, H, dv).
+      const std::vector<float> rows = torch_bridge::to_values(o.permute({0, 2, 1, 3}));
+      if (static_cast<std::int64_t>(rows.size()) != lq * H * dv)
+        throw std::runtime_error(fmt::format("{} returned {} values, expected {}", name_, rows.size(), lq * H * dv));
+      std::copy(rows.begin(), rows.end(), out.out() + sg.q_start * H * dv);
+      if (lse.defined()) {
+        const std::vector<float> l = torch_bridge::to_values(lse.permute({0, 2, 1}));  // (Lq, H)
+        std::copy(l.begin(), l.end(), out.lse() + sg.q_start * H);
+        out.lse_written = true;
+      }
+    }
+  }
+
+ private:
+  CpuOp op_;
+  std::string name_;
+  Contract contract_;
+};
+
+}  // namespace
+
+void register_torch_cpu_kernels(Registry& r) {
+  r.add(std::make_unique<TorchCpuAttention>(CpuOp::kMath));
+  r.add(std::make_unique<TorchCpuAttention>(CpuOp::kFlash));
+}
+
+}  // namespace flashcheck
