@@ -8,6 +8,7 @@
 #include "cli/report.h"
 #include "core/error.h"
 #include "core/fixture.h"
+#include "properties/property.h"
 #include "properties/replay.h"
 
 namespace flashcheck::cli {
@@ -19,7 +20,11 @@ int run_replay(const ReplayOptions& o) {
   try {
     for (const std::string& p : o.paths) {
       if (!std::filesystem::exists(p)) throw InputError(p, "", "no such file or directory");
-      for (const std::string& f : find_fixture_files(p)) fixtures.push_back(load_fixture(f));
+      for (const std::string& f : find_fixture_files(p)) {
+        fixtures.push_back(load_fixture(f));
+        if (!find_property(fixtures.back().property))
+          throw InputError(f, "property", "unknown property \"" + fixtures.back().property + "\"");
+      }
     }
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck replay: {}\n", e.what());

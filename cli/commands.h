@@ -3,6 +3,7 @@
 // 0 success, 1 a check failed, 2 bad usage or input.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,42 @@ struct ReplayOptions {
   double timeout = 300;
 };
 int run_replay(const ReplayOptions& o);
+
+struct FuzzCommandOptions {
+  std::string kernel;
+  std::vector<std::string> properties{"conformance"};  // or "all"
+  std::int64_t cases = 0;
+  double time = 0;
+  std::uint64_t seed = 1;
+  std::string out = "out/fuzz";
+  int shrink_attempts = 400;
+  double shrink_seconds = 60;
+  int max_size = 100;
+  std::string reproduce;
+  bool json = false;
+  bool isolate = true;
+  double timeout = 120;
+};
+int run_fuzz_command(const FuzzCommandOptions& o);
+
+struct GateOptions {
+  std::string fixtures = "fixtures";
+  std::vector<std::string> kernels;  // empty: every kernel under test
+  std::int64_t cases = 0;            // per kernel and property; 0: the gate's default
+  std::uint64_t seed = 1;
+  std::string out = "out/gate";
+  bool mutants = true;
+  bool json = false;
+};
+int run_gate(const GateOptions& o);
+
+struct MutantsOptions {
+  std::vector<std::string> mutants;     // empty: the whole catalog
+  std::vector<std::string> properties;  // empty: every property
+  std::int64_t budget = 120;            // cases per mutant and property (the gate's budget)
+  std::uint64_t seed = 1;
+  bool json = false;
+};
+int run_mutants(const MutantsOptions& o);
 
 }  // namespace flashcheck::cli

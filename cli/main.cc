@@ -18,10 +18,55 @@ int main(int argc, char** argv) {
   auto* cmd_replay = app.add_subcommand(
       "replay", "Replay fixture files (or every *.json under a directory) on kernels; exit 0 when all behave as expected");
   cmd_replay->add_option("paths", replay.paths, "Fixture files or directories")->required();
-  cmd_replay->add_option("--kernel,-k", replay.kernels, "Kernel to run (repeatable; default: every kernel under test)");
+  cmd_replay->add_option("--kernel,-k", replay.kernels, "Kernel to run (repeatable; default: every kernel under test)")
+      ->expected(1)
+      ->take_all();
   cmd_replay->add_flag("--json", replay.json, "Machine-readable output");
   cmd_replay->add_flag("!--no-isolate", replay.isolate, "Run kernels in this process (for debuggers)");
   cmd_replay->add_option("--timeout", replay.timeout, "Seconds before a case counts as hung")->capture_default_str();
+
+  FuzzCommandOptions fuzz;
+  auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
+  cmd_fuzz->add_option("--kernel,-k", fuzz.kernel, "Kernel to fuzz")->required();
+  cmd_fuzz->add_option("--property,-p", fuzz.properties, "Property (repeatable, or 'all'; default conformance)")
+      ->expected(1)
+      ->take_all();
+  cmd_fuzz->add_option("--cases,-n", fuzz.cases, "Cases to judge per property");
+  cmd_fuzz->add_option("--time,-t", fuzz.time, "Seconds to run per property");
+  cmd_fuzz->add_option("--seed,-s", fuzz.seed, "Campaign seed (every chunk's RapidCheck seed derives from it)")->capture_default_str();
+  cmd_fuzz->add_option("--out,-o", fuzz.out, "Directory for found fixtures and the in-flight case")->capture_default_str();
+  cmd_fuzz->add_option("--shrink-attempts", fuzz.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
+  cmd_fuzz->add_option("--shrink-seconds", fuzz.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
+  cmd_fuzz->add_option("--max-size", fuzz.max_size, "RapidCheck size ceiling (1..100)")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd_fuzz->add_option("--reproduce", fuzz.reproduce, "Replay one failure from its RapidCheck reproduce string");
+  cmd_fuzz->add_flag("--json", fuzz.json, "Machine-readable report");
+  cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
+  cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
+
+  GateOptions gate;
+  auto* cmd_gate = app.add_subcommand(
+      "gate", "CI gate: replay the fixture corpus, then a bounded run of every property on every kernel; JUnit + markdown");
+  cmd_gate->add_option("--fixtures", gate.fixtures, "Fixture corpus to replay first")->capture_default_str();
+  cmd_gate->add_option("--kernel,-k", gate.kernels, "Kernel (repeatable; default: every kernel under test)")
+      ->expected(1)
+      ->take_all();
+  cmd_gate->add_option("--cases,-n", gate.cases, "Cases per kernel and property (default: sized for CI)");
+  cmd_gate->add_option("--seed,-s", gate.seed, "Seed of the property runs")->capture_default_str();
+  cmd_gate->add_option("--out,-o", gate.out, "Directory for junit.xml, summary.md, report.json and found fixtures")
+      ->capture_default_str();
+  cmd_gate->add_flag("!--no-mutants", gate.mutants, "Skip the mutant kill run");
+  cmd_gate->add_flag("--json", gate.json, "Print the report as JSON");
+
+  MutantsOptions mutants;
+  auto* cmd_mutants = app.add_subcommand(
+      "mutants", "Run every property against every deliberately broken kernel and print the kill matrix; exit 1 if one survives");
+  cmd_mutants->add_option("--mutant,-m", mutants.mutants, "Mutant (repeatable; default: the whole catalog)")
+      ->expected(1)
+      ->take_all();
+  cmd_mutants->add_option("--property,-p", mutants.properties, "Property (repeatable; default: all)")->expected(1)->take_all();
+  cmd_mutants->add_option("--budget,-n", mutants.budget, "Cases per mutant and property")->capture_default_str();
+  cmd_mutants->add_option("--seed,-s", mutants.seed, "Seed")->capture_default_str();
+  cmd_mutants->add_flag("--json", mutants.json, "Machine-readable matrix");
 
   try {
     app.parse(argc, argv);
@@ -31,5 +76,8 @@ int main(int argc, char** argv) {
   }
   if (*cmd_list) return run_list(list);
   if (*cmd_replay) return run_replay(replay);
+  if (*cmd_fuzz) return run_fuzz_command(fuzz);
+  if (*cmd_gate) return run_gate(gate);
+  if (*cmd_mutants) return run_mutants(mutants);
   return kExitUsage;
 }

@@ -25,6 +25,61 @@ bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>
   return true;
 }
 
+bool resolve_properties(const std::vector<std::string>& names, std::vector<const Property*>& out) {
+  for (const std::string& n : names) {
+    if (n == "all") {
+      out = all_properties();
+      return true;
+    }
+    const Property* p = find_property(n);
+    if (!p) {
+      std::string known;
+      for (const Property* q : all_properties()) known += " " + std::string(q->name());
+      fmt::print(stderr, "flashcheck: unknown property '{}'; known properties:{} (or all)\n", n, known);
+      return false;
+    }
+    out.push_back(p);
+  }
+  return true;
+}
+
+void print_fuzz_report(const FuzzReport& r) {
+  fmt::print("{} / {}: ", r.kernel, r.property);
+  if (!r.not_applicable.empty()) {
+    fmt::print("not applicable: {}\n", r.not_applicable);
+    return;
+  }
+  fmt::print("{} cases in {:.1f} s ({:.1f} cases/s), seed {}, {} finding{}, {} crash{}, worst passing ratio {:.3g}\n",
+             r.cases, r.seconds, r.cases / std::max(r.seconds, 1e-9), r.seed, r.findings.size(),
+             r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio);
+  for (const Finding& f : r.findings) {
+    fmt::print("  FOUND at case {}: {}\n", f.case_index, summary(f.minimized));
+    fmt::print("    {}\n", describe(f.verdict));
+    fmt::print("    shrunk in {} steps ({} attempts{})\n", f.shrink_steps, f.shrink_attempts,
+               f.shrink_budget_exhausted ? ", budget exhausted" : "");
+    if (!f.fixture.empty()) fmt::print("    fixture: {}\n    replay:  flashcheck replay {} --kernel {}\n", f.fixture, f.fixture, r.kernel);
+    if (!f.reproduce.empty())
+      fmt::print("    rapidcheck: flashcheck fuzz --kernel {} --property {} --reproduce '{}'\n", r.kernel, r.property,
+                 f.reproduce);
+  }
+  if (r.unsupported > 0) {
+    fmt::print("  {} generated case{} not judged:\n", r.unsupported, r.unsupported == 1 ? "" : "s");
+    for (const auto& [why, n] : r.unsupported_reasons) fmt::print("    {:>6}  {}\n", n, why);
+  }
+  fmt::print("  coverage:");
+  int col = 0;
+  for (const auto& [f, n] : r.coverage) {
+    fmt::print("{}{:>22} {:>6}", col % 4 == 0 ? "\n    " : "", f, n);
+    ++col;
+  }
+  fmt::print("\n");
+  if (!r.coverage_missing.empty()) {
+    std::string m;
+    for (const std::string& f : r.coverage_missing) m += " " + f;
+    fmt::print("  COVERAGE MISSING (the kernel supports these, no case reached them):{}\n", m);
+  }
+}
+
 void print_replay_line(const ReplayRecord& r) {
   const std::string where = fmt::format("{}#{}", r.fixture, r.case_index);
   std::string outcome = r.outcome;

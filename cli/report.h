@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "properties/fuzz.h"
+#include "properties/property.h"
 #include "properties/replay.h"
 
 namespace flashcheck::cli {
@@ -13,6 +15,12 @@ namespace flashcheck::cli {
 // Looks up kernel names (all kernels under test when `names` is empty); prints the problem and returns
 // false on an unknown name.
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out);
+
+// Property names ("all" expands to every property); prints the problem and returns false on an unknown name.
+bool resolve_properties(const std::vector<std::string>& names, std::vector<const Property*>& out);
+
+// The end-of-run report of `flashcheck fuzz`: counts, speed, findings, unsupported reasons, coverage.
+void print_fuzz_report(const FuzzReport& r);
 
 void print_replay_line(const ReplayRecord& r);
 void print_replay_summary(const std::vector<ReplayRecord>& records);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <limits>
+#include <memory>
 
 #include "core/geometry.h"
 #include "core/recipe.h"
@@ -11,25 +12,6 @@
 
 namespace flashcheck {
 namespace {
-
-// Fills the value rows of one tensor at storage row `row` for logical (b, pos).
-struct Filler {
-  const KernelCase& c;
-  void fill_row(HostTensor& t, std::int64_t row, TensorId id, std::int64_t heads, std::int64_t dim, double scale,
-                std::int64_t b, std::int64_t pos, bool onehot) const {
-    float* dst = t.data.data() + row * heads * dim;
-    for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t ch = 0; ch < dim; ++ch) {
-        double v;
-        if (onehot) v = onehot_value(static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(ch),
-                                     static_cast<std::uint32_t>(dim));
-        else v = recipe_value(c.data.dist, c.data.seed, id, scale, static_cast<std::uint32_t>(b),
-                              static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(h),
-                              static_cast<std::uint32_t>(ch));
-        dst[h * dim + ch] = round_to_float(c.dtype, v);
-      }
-  }
-};
 
 std::string shape_str(const std::vector<std::int64_t>& s) { return fmt::format("({})", fmt::join(s, ", ")); }
 
@@ -67,10 +49,20 @@ std::int64_t HostTensor::numel() const {
 }
 
 CaseTensors materialize(const KernelCase& c) {
+  return materialize(c, [&c](TensorId t, std::int64_t b, std::int64_t pos, std::int64_t h, std::int64_t ch) -> float {
+    const auto ub = static_cast<std::uint32_t>(b), up = static_cast<std::uint32_t>(pos),
+               uh = static_cast<std::uint32_t>(h), uc = static_cast<std::uint32_t>(ch);
+    if (t == TensorId::kV && c.data.v_onehot)
+      return round_to_float(c.dtype, onehot_value(up, uc, static_cast<std::uint32_t>(c.v_head_dim)));
+    const double scale = t == TensorId::kQ ? c.data.q_scale : t == TensorId::kK ? c.data.k_scale : c.data.v_scale;
+    return round_to_float(c.dtype, recipe_value(c.data.dist, c.data.seed, t, scale, ub, up, uh, uc));
+  });
+}
+
+CaseTensors materialize(const KernelCase& c, const ValueSource& src) {
   const CaseGeometry g = geometry(c);
   const Shapes shapes = expected_shapes(c, g);
   const float poison = c.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-  const Filler fill{c};
   CaseTensors t;
   t.q = HostTensor(shapes.q, 0.0f);
   t.k = HostTensor(shapes.k, poison);
@@ -80,41 +72,59 @@ CaseTensors materialize(const KernelCase& c) {
     t.v_new = HostTensor(shapes.v_new, 0.0f);
   }
   t.block_table = block_table(c);
-
+  // One storage row of `dst` from logical element (b, pos) of tensor `id`.
+  auto fill_row = [&](HostTensor& dst, std::int64_t row, TensorId id, std::int64_t heads, std::int64_t dim,
+                      std::int64_t b, std::int64_t pos) {
+    float* out = dst.data.data() + row * heads * dim;
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t ch = 0; ch < dim; ++ch) out[h * dim + ch] = src(id, b, pos, h, ch);
+  };
   for (std::size_t bi = 0; bi < c.seqs.size(); ++bi) {
     const auto b = static_cast<std::int64_t>(bi);
     const SeqGeometry& s = g.seqs[bi];
-    for (std::int64_t i = 0; i < s.lq; ++i)
-      fill.fill_row(t.q, s.q_start + i, TensorId::kQ, c.heads, c.head_dim, c.data.q_scale, b, i, false);
-    // Storage row of logical key position p, or -1 when the position has no storage.
-    auto storage_row = [&](std::int64_t p) -> std::int64_t {
-      if (c.kv_storage == KvStorage::kPaged) {
-        const auto& row = t.block_table[bi];
-        return static_cast<std::int64_t>(row[static_cast<std::size_t>(p / c.paging.page_size)]) * c.paging.page_size +
-               p % c.paging.page_size;
-      }
-      return s.k_start + p;
-    };
+    for (std::int64_t i = 0; i < s.lq; ++i) fill_row(t.q, s.q_start + i, TensorId::kQ, c.heads, c.head_dim, b, i);
     // Cache positions [cache_len, cache_len + new_len) are written by the kernel from K_new: they stay
     // poisoned in the cache, like every allocated position outside [p0, kv_end).
     const std::int64_t cached_end = c.kv_cache ? c.seqs[bi].cache_len : s.kv_end;
     for (std::int64_t p = s.p0; p < cached_end; ++p) {
-      const std::int64_t row = storage_row(p);
-      fill.fill_row(t.k, row, TensorId::kK, c.kv_heads, c.head_dim, c.data.k_scale, b, p, false);
-      fill.fill_row(t.v, row, TensorId::kV, c.kv_heads, c.v_head_dim, c.data.v_scale, b, p, c.data.v_onehot);
+      const std::int64_t row = c.kv_storage == KvStorage::kPaged
+                                   ? static_cast<std::int64_t>(t.block_table[bi][static_cast<std::size_t>(p / c.paging.page_size)]) *
+                                             c.paging.page_size + p % c.paging.page_size
+                                   : s.k_start + p;
+      fill_row(t.k, row, TensorId::kK, c.kv_heads, c.head_dim, b, p);
+      fill_row(t.v, row, TensorId::kV, c.kv_heads, c.v_head_dim, b, p);
     }
     if (c.kv_cache) {
+      // A new token takes the value of its logical position: the same case without a cache has the same
+      // keys, which the chunked-prefill property relies on.
       for (std::int64_t n = 0; n < c.seqs[bi].new_len; ++n) {
-        // A new token takes the value of its logical position in the K/V streams: the same case without
-        // a cache (k_len = kv_end) has the same keys, which the chunked-prefill property relies on.
         const std::int64_t p = c.seqs[bi].cache_len + n;
-        fill.fill_row(t.k_new, s.new_start + n, TensorId::kK, c.kv_heads, c.head_dim, c.data.k_scale, b, p, false);
-        fill.fill_row(t.v_new, s.new_start + n, TensorId::kV, c.kv_heads, c.v_head_dim, c.data.v_scale, b, p,
-                      c.data.v_onehot);
+        fill_row(t.k_new, s.new_start + n, TensorId::kK, c.kv_heads, c.head_dim, b, p);
+        fill_row(t.v_new, s.new_start + n, TensorId::kV, c.kv_heads, c.v_head_dim, b, p);
       }
     }
   }
   return t;
+}
+
+ValueSource logical_values(const KernelCase& c, const CaseTensors& t) {
+  auto g = std::make_shared<CaseGeometry>(geometry(c));
+  return [&c, &t, g](TensorId id, std::int64_t b, std::int64_t pos, std::int64_t h, std::int64_t ch) -> float {
+    const SeqGeometry& s = g->seqs[static_cast<std::size_t>(b)];
+    if (id == TensorId::kQ) return t.q.data[static_cast<std::size_t>(((s.q_start + pos) * c.heads + h) * c.head_dim + ch)];
+    const std::int64_t dim = id == TensorId::kK ? c.head_dim : c.v_head_dim;
+    const Sequence& seq = c.seqs[static_cast<std::size_t>(b)];
+    if (c.kv_cache && pos >= seq.cache_len) {
+      const HostTensor& src = id == TensorId::kK ? t.k_new : t.v_new;
+      return src.data[static_cast<std::size_t>(((s.new_start + pos - seq.cache_len) * c.kv_heads + h) * dim + ch)];
+    }
+    const std::int64_t row = c.kv_storage == KvStorage::kPaged
+                                 ? static_cast<std::int64_t>(t.block_table[static_cast<std::size_t>(b)][static_cast<std::size_t>(pos / c.paging.page_size)]) *
+                                           c.paging.page_size + pos % c.paging.page_size
+                                 : s.k_start + pos;
+    const HostTensor& src = id == TensorId::kK ? t.k : t.v;
+    return src.data[static_cast<std::size_t>((row * c.kv_heads + h) * dim + ch)];
+  };
 }
 
 std::string check_shapes(const KernelCase& c, const CaseTensors& t) {

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/kernel_case.h"
+#include "core/rng.h"
 
 namespace flashcheck {
 
@@ -35,11 +37,29 @@ struct AttentionResult {
   std::vector<double> out;          // (total_q, H, dv)
   std::vector<double> lse;          // (total_q, H); empty when the kernel does not return it
   std::vector<std::uint8_t> empty;  // references only: (total_q, H), 1 where the row sees no key
+  // References only: the first-order sensitivity of each output element (and each row's LSE) to fp32
+  // rounding, in units of the fp32 unit roundoff. core/compare.cc turns it into the fp32 noise floor.
+  std::vector<double> noise;      // (total_q, H, dv)
+  std::vector<double> lse_noise;  // (total_q, H)
 };
 
 // Generates the tensors of a validated case from its data recipe: counter-based values rounded to the
 // dtype; NaN poison in allocated slots outside every sequence when data.poison is set.
 CaseTensors materialize(const KernelCase& c);
+
+// The value of one logical element: tensor (kQ, kK or kV), sequence b, logical position (the query row,
+// or the key position counted before leftpad), head, channel. Layout-free: the same logical case in
+// packed, paged or cache form has the same values.
+using ValueSource = std::function<float(TensorId t, std::int64_t b, std::int64_t pos, std::int64_t head, std::int64_t ch)>;
+
+// Lays out values from `src` in the storage the case describes (same poison rule as above). Values must
+// already be exact in the case's dtype.
+CaseTensors materialize(const KernelCase& c, const ValueSource& src);
+
+// Reads logical elements back from tensors laid out for `c`; valid only for positions the case uses, and
+// only while `c` and `t` live (it refers to both).
+// The properties rebuild transformed cases with it; the adapters gather logical keys with it.
+ValueSource logical_values(const KernelCase& c, const CaseTensors& t);
 
 // Checks that tensors (for example, loaded from a fixture) have the shapes the case requires.
 // Returns "" when they do, else a message naming the tensor and both shapes.

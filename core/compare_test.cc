@@ -121,12 +121,16 @@ TEST(Compare, MeanCheckCatchesASystematicBiasThatTheMaxCheckAllows) {
   EXPECT_NE(failure_reason(c).find("mean error"), std::string::npos);
 }
 
-TEST(Compare, FloorIsTheDtypeRoundingNoise) {
-  EXPECT_EQ(rounding_floor(DType::kF32, 0.0), std::fabs(static_cast<double>(static_cast<float>(static_cast<double>(0.3f) - 0.3))));
-  // bf16: 0.5 + 0.3 rounds to 0.80078125; minus 0.3 gives 0.50078125, which rounds to 0.5 in bf16 (quantum 2^-8).
-  EXPECT_EQ(rounding_floor(DType::kBF16, 0.5), 0.0);
-  // 0.9 -> 0.8984375; + 0.3 -> 1.1953125; - 0.3 -> 0.8953125 -> 0.89453125 in bf16: one quantum below.
-  EXPECT_EQ(rounding_floor(DType::kBF16, 0.9), std::ldexp(1.0, -8));
+TEST(Compare, FloorIsTheDtypeSpacingAtTheMagnitudePlusPointThree) {
+  EXPECT_EQ(rounding_floor(DType::kF32, 0.0), std::ldexp(1.0, -25));   // 0.3 lies in [2^-2, 2^-1)
+  EXPECT_EQ(rounding_floor(DType::kBF16, 0.5), std::ldexp(1.0, -8));   // 0.8 in [2^-1, 1): 2^-1 * 2^-7
+  EXPECT_EQ(rounding_floor(DType::kBF16, -1.5), std::ldexp(1.0, -7));  // 1.8 in [1, 2)
+  EXPECT_EQ(rounding_floor(DType::kF16, 3.0), std::ldexp(1.0, -9));    // 3.3 in [2, 4): 2^1 * 2^-10
+  // It is what FA3's |(t + 0.3 - 0.3) - t| reaches at most: never below it.
+  for (double t : {0.1, 0.4, 0.9, 1.7, -2.2})
+    EXPECT_GE(rounding_floor(DType::kBF16, t),
+              std::fabs(round_to(DType::kBF16, round_to(DType::kBF16, round_to(DType::kBF16, t) + 0.3) - 0.3) -
+                        round_to(DType::kBF16, t)));
 }
 
 TEST(Compare, LseIsCheckedOnNonEmptyRowsOnly) {

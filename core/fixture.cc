@@ -67,8 +67,8 @@ Fixture load_fixture(const std::string& path) {
     throw InputError(path, "", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
   }
   const detail::JsonReader r(j, path, "");
-  r.only({"schema", "title", "source", "description", "cases", "tensors", "found_by", "replay", "rc_reproduce",
-          "model_cases"});
+  r.only({"schema", "title", "source", "description", "property", "cases", "tensors", "found_by", "replay",
+          "rc_reproduce", "model_cases"});
   const std::string schema = r.string("schema");
   if (schema != kFixtureSchema)
     r.fail("schema", fmt::format("\"{}\" is not a schema this version reads (expected \"{}\")", schema, kFixtureSchema));
@@ -78,6 +78,7 @@ Fixture load_fixture(const std::string& path) {
   f.source = r.string("source", "");
   f.description = r.string("description", "");
   f.found_by = r.string("found_by", "");
+  f.property = r.string("property", "conformance");
   f.replay = r.string("replay", "");
   f.rc_reproduce = r.string("rc_reproduce", "");
   if (r.has("cases")) {
@@ -143,6 +144,7 @@ void save_fixture(const Fixture& f) {
   json j = {{"schema", kFixtureSchema}, {"title", f.title}};
   if (!f.source.empty()) j["source"] = f.source;
   if (!f.description.empty()) j["description"] = f.description;
+  if (f.property != "conformance") j["property"] = f.property;
   if (!f.found_by.empty()) j["found_by"] = f.found_by;
   if (!f.replay.empty()) j["replay"] = f.replay;
   if (!f.rc_reproduce.empty()) j["rc_reproduce"] = f.rc_reproduce;

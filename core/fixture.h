@@ -39,6 +39,7 @@ struct Fixture {
   std::string description;
   std::vector<FixtureCase> cases;
   std::string tensors_file;  // safetensors file next to the descriptor, "" when none
+  std::string property = "conformance";  // what replay checks on every case
   // Found counterexamples carry how they were found.
   std::string found_by;      // "flashcheck fuzz --kernel K --property P --seed S"
   std::string replay;        // one-line replay command

@@ -32,8 +32,8 @@ struct ElementLoc {
 struct Comparison {
   double err_max = 0;       // max |out - truth| over valid, non-empty rows (inf when out is NaN/Inf there)
   double base_max = 0;      // max |baseline - truth| over the same elements
-  double bound = 0;         // k * base_max + 2 * floor
-  double floor = 0;         // max |(truth + 0.3 - 0.3) - truth| in the dtype
+  double bound = 0;         // k * base_max + floor
+  double floor = 0;         // max over elements of max(2 ulp_dtype(|truth| + 0.3), 8 u32 sensitivity)
   double err_mean = 0;
   double base_mean = 0;
   double mean_bound = 0;

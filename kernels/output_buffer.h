@@ -6,13 +6,19 @@
 #include <vector>
 
 #include "core/case_tensors.h"
+#include "core/kernel_case.h"
 
 namespace flashcheck {
+
+// Canary margin for a case: one whole output row (all heads) plus 64 elements on each side, so that the
+// classic overrun -- one row too many -- lands in the canaries instead of the heap.
+inline std::int64_t canary_margin(const KernelCase& c) { return c.heads * c.v_head_dim + 64; }
 
 class OutputBuffer {
  public:
   // Output (total_q, H, dv) and LSE (total_q, H), each with `margin` canary elements on both sides.
   OutputBuffer(std::int64_t out_elems, std::int64_t lse_elems, std::int64_t margin = 64);
+  OutputBuffer() : OutputBuffer(0, 0) {}
 
   float* out() { return out_.data() + margin_; }
   float* lse() { return lse_.data() + margin_; }

@@ -27,7 +27,7 @@ Verdict check_conformance(Kernel& k, const KernelCase& c, const CaseTensors& t, 
     return finish();
   }
   const CaseGeometry g = geometry(c);
-  OutputBuffer out(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads);
+  OutputBuffer out(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
   try {
     k.run(c, t, out);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 
 #include "core/kernel_case.h"
 #include "properties/conformance.h"
+#include "properties/property.h"
 
 namespace flashcheck {
 
@@ -44,6 +45,12 @@ std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, 
     const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));
     ConformanceOptions opt;
     opt.ignore_contract = it != fc.expect.end() && it->second.run_outside_contract;
+    const std::string& property = jobs[j].fixture->property;
+    if (property != "conformance") {
+      const Property* p = find_property(property);
+      if (!p) throw std::runtime_error("unknown property '" + property + "' in " + jobs[j].fixture->path);
+      return {p->check(*jobs[j].kernel, fc.kcase)};
+    }
     const CaseTensors t = fc.tensors ? *fc.tensors : materialize(fc.kcase);
     return {check_conformance(*jobs[j].kernel, fc.kcase, t, opt)};
   };

@@ -22,37 +22,20 @@ namespace {
 
 enum class CpuOp { kMath, kFlash };
 
-// Logical K and V of one sequence, (Lk, Hk, d) row-major: the adapter's own gather (the reference has
-// another), following the case's storage, cache and leftpad.
+// Logical K and V of one sequence, (Lk, Hk, d) row-major, whatever the storage, cache or leftpad.
 struct SequenceKv {
   std::int64_t lk = 0;
   std::vector<float> k, v;
 };
 
-SequenceKv gather(const KernelCase& c, const CaseTensors& in, const std::vector<std::vector<std::int32_t>>& table,
-                  const SeqGeometry& g, std::size_t b) {
-  const std::int64_t kd = c.kv_heads * c.head_dim, vd = c.kv_heads * c.v_head_dim;
+SequenceKv gather(const KernelCase& c, const ValueSource& values, const SeqGeometry& g, std::int64_t b) {
   SequenceKv kv;
   kv.lk = g.lk;
-  kv.k.reserve(static_cast<std::size_t>(kv.lk * kd));
-  kv.v.reserve(static_cast<std::size_t>(kv.lk * vd));
-  for (std::int64_t p = g.p0; p < g.kv_end; ++p) {
-    const float *ks, *vs;
-    if (c.kv_cache && p >= c.seqs[b].cache_len) {
-      const std::int64_t row = g.new_start + p - c.seqs[b].cache_len;
-      ks = in.k_new.data.data() + row * kd;
-      vs = in.v_new.data.data() + row * vd;
-    } else {
-      const std::int64_t row = c.kv_storage == KvStorage::kPaged
-                                   ? table[b][static_cast<std::size_t>(p / c.paging.page_size)] * c.paging.page_size +
-                                         p % c.paging.page_size
-                                   : g.k_start + p;
-      ks = in.k.data.data() + row * kd;
-      vs = in.v.data.data() + row * vd;
+  for (std::int64_t p = g.p0; p < g.kv_end; ++p)
+    for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+      for (std::int64_t x = 0; x < c.head_dim; ++x) kv.k.push_back(values(TensorId::kK, b, p, h, x));
+      for (std::int64_t x = 0; x < c.v_head_dim; ++x) kv.v.push_back(values(TensorId::kV, b, p, h, x));
     }
-    kv.k.insert(kv.k.end(), ks, ks + kd);
-    kv.v.insert(kv.v.end(), vs, vs + vd);
-  }
   return kv;
 }
 
@@ -111,14 +94,14 @@ class TorchCpuAttention : public Kernel {
 
   void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
     const CaseGeometry g = geometry(c);
-    const auto table = block_table(c);
+    const ValueSource values = logical_values(c, in);
     const MaskRule rule = mask_rule(c);
     const std::int64_t H = c.heads, Hk = c.kv_heads, d = c.head_dim, dv = c.v_head_dim;
     const at::ScalarType st = torch_bridge::scalar_type(c.dtype);
     for (std::size_t b = 0; b < c.seqs.size(); ++b) {
       const SeqGeometry& sg = g.seqs[b];
       const std::int64_t lq = sg.lq;
-      const SequenceKv kv = gather(c, in, table, sg, b);
+      const SequenceKv kv = gather(c, values, sg, static_cast<std::int64_t>(b));
       const std::int64_t lk = kv.lk;
       std::vector<float> qrows(in.q.data.begin() + sg.q_start * H * d, in.q.data.begin() + (sg.q_start + lq) * H * d);
       const at::Tensor q = torch_bridge::from_values(qrows, {1, lq, H, d}, c.dtype).permute({0, 2, 1, 3}).contiguous();

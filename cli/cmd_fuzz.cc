@@ -1,0 +1,55 @@
+#include <cmath>
+#include <fmt/format.h>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "properties/fuzz.h"
+
+namespace flashcheck::cli {
+
+int run_fuzz_command(const FuzzCommandOptions& o) {
+  std::vector<Kernel*> kernels;
+  if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
+  std::vector<const Property*> props;
+  if (!resolve_properties(o.properties, props)) return kExitUsage;
+  if (o.cases <= 0 && o.time <= 0 && o.reproduce.empty()) {
+    fmt::print(stderr, "flashcheck fuzz: give --cases N or --time SECONDS\n");
+    return kExitUsage;
+  }
+  const bool tty = ::isatty(STDERR_FILENO);
+  nlohmann::json all = nlohmann::json::array();
+  bool ok = true;
+  for (const Property* p : props) {
+    FuzzOptions fo;
+    fo.cases = o.cases;
+    fo.seconds = o.time;
+    fo.seed = o.seed;
+    fo.max_size = o.max_size;
+    fo.shrink = {o.shrink_attempts, o.shrink_seconds};
+    fo.out_dir = o.out;
+    fo.reproduce = o.reproduce;
+    double last_line = -10;
+    fo.on_progress = [&](std::int64_t cases, std::int64_t failures, double seconds) {
+      const std::string line = fmt::format("{} / {}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", kernels[0]->name(),
+                                           p->name(), cases, cases / std::max(seconds, 1e-9), failures, seconds);
+      if (tty) {
+        fmt::print(stderr, "\r{:<100}", line);
+      } else if (seconds - last_line >= 10) {
+        fmt::print(stderr, "{}\n", line);
+        last_line = seconds;
+      }
+    };
+    const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
+    if (tty) fmt::print(stderr, "\r{:<100}\r", "");
+    ok = ok && r.ok();
+    if (o.json) all.push_back(to_json(r));
+    else print_fuzz_report(r);
+  }
+  if (o.json) std::cout << all.dump(2) << "\n";
+  return ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace flashcheck::cli

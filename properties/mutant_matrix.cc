@@ -1,0 +1,114 @@
+#include "properties/mutant_matrix.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/case_json.h"
+#include "core/geometry.h"
+#include "kernels/mutants/mutants.h"
+#include "properties/fuzz.h"
+#include "properties/property.h"
+
+namespace flashcheck {
+
+std::vector<MutantRow> run_mutant_matrix(const std::vector<Kernel*>& mutants, const MutantMatrixOptions& o) {
+  std::vector<const Property*> props;
+  for (const Property* p : all_properties())
+    if (o.properties.empty() || std::find(o.properties.begin(), o.properties.end(), p->name()) != o.properties.end())
+      props.push_back(p);
+  std::vector<MutantRow> rows;
+  for (Kernel* m : mutants) {
+    MutantRow row;
+    row.mutant = std::string(m->name());
+    row.description = std::string(m->mutant_description());
+    for (const MutantInfo& info : mutant_catalog())
+      if (info.name == row.mutant) row.imitates = info.imitates;
+    for (const Property* p : props) {
+      FuzzOptions fo;
+      fo.cases = o.cases;
+      fo.seed = o.seed;
+      fo.stop_at_first_failure = true;
+      fo.shrink = {300, 20};
+      const FuzzReport r = run_fuzz_isolated(*m, *p, fo, 60);
+      row.seconds += r.seconds;
+      if (!r.not_applicable.empty()) {
+        row.not_applicable.push_back(std::string(p->name()));
+        continue;
+      }
+      if (r.findings.empty()) continue;
+      const Finding& f = r.findings.front();
+      MutantKill k;
+      k.property = std::string(p->name());
+      k.cases_to_kill = f.case_index;
+      k.seconds = r.seconds;
+      k.minimized = f.minimized;
+      k.verdict = f.verdict;
+      k.batch = f.minimized.batch();
+      k.heads = f.minimized.heads;
+      for (const Sequence& s : f.minimized.seqs) k.longest = std::max({k.longest, s.q_len, s.k_len});
+      if (row.cases_to_kill < 0 || k.cases_to_kill < row.cases_to_kill) {
+        row.cases_to_kill = k.cases_to_kill;
+        row.first_killer = k.property;
+      }
+      row.kills.push_back(std::move(k));
+    }
+    if (o.progress) o.progress(row);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+nlohmann::json to_json(const std::vector<MutantRow>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const MutantRow& r : rows) {
+    nlohmann::json kills = nlohmann::json::array();
+    for (const MutantKill& k : r.kills)
+      kills.push_back({{"property", k.property},
+                       {"cases_to_kill", k.cases_to_kill},
+                       {"seconds", k.seconds},
+                       {"batch", k.batch},
+                       {"heads", k.heads},
+                       {"longest", k.longest},
+                       {"summary", summary(k.minimized)},
+                       {"case", case_to_json(k.minimized)},
+                       {"verdict", to_json(k.verdict)}});
+    arr.push_back({{"mutant", r.mutant},
+                   {"description", r.description},
+                   {"imitates", r.imitates},
+                   {"killed", r.killed()},
+                   {"first_killer", r.first_killer},
+                   {"cases_to_kill", r.cases_to_kill},
+                   {"seconds", r.seconds},
+                   {"not_applicable", r.not_applicable},
+                   {"kills", kills}});
+  }
+  return arr;
+}
+
+std::string mutant_markdown(const std::vector<MutantRow>& rows) {
+  std::string md = "| mutant | killed by (cases to kill) | first kill | minimized (batch, heads, longest) | seconds |\n"
+                   "|---|---|---|---|---|\n";
+  std::vector<std::int64_t> firsts;
+  int survivors = 0, single = 0;
+  for (const MutantRow& r : rows) {
+    std::string by;
+    for (const MutantKill& k : r.kills) by += fmt::format("{}{} ({})", by.empty() ? "" : ", ", k.property, k.cases_to_kill);
+    std::string size = "-";
+    for (const MutantKill& k : r.kills)
+      if (k.property == r.first_killer) size = fmt::format("b{} h{} L{}", k.batch, k.heads, k.longest);
+    md += fmt::format("| {} | {} | {} | {} | {:.1f} |\n", r.mutant, r.killed() ? by : "**SURVIVED**",
+                      r.killed() ? fmt::format("{} after {}", r.first_killer, r.cases_to_kill) : "-", size, r.seconds);
+    if (r.killed()) firsts.push_back(r.cases_to_kill);
+    else ++survivors;
+    if (r.kills.size() == 1) ++single;
+  }
+  std::sort(firsts.begin(), firsts.end());
+  const auto pct = [&](double q) { return firsts.empty() ? 0 : firsts[static_cast<std::size_t>(q * (firsts.size() - 1))]; };
+  md += fmt::format("\n{} of {} mutants killed; cases to the first kill: min {}, median {}, 90th percentile {}, max {}; "
+                    "{} mutant{} killed by a single property.\n",
+                    rows.size() - survivors, rows.size(), pct(0), pct(0.5), pct(0.9), pct(1.0), single, single == 1 ? "" : "s");
+  return md;
+}
+
+}  // namespace flashcheck
