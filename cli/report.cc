@@ -49,9 +49,10 @@ void print_fuzz_report(const FuzzReport& r) {
     fmt::print("not applicable: {}\n", r.not_applicable);
     return;
   }
-  fmt::print("{} cases in {:.1f} s ({:.1f} cases/s), seed {}, {} finding{}, {} crash{}, worst passing ratio {:.3g}\n",
-             r.cases, r.seconds, r.cases / std::max(r.seconds, 1e-9), r.seed, r.findings.size(),
-             r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio);
+  fmt::print("{} cases in {:.1f} s ({:.1f} cases/s), seed {}, {} failing case{} in {} distinct finding{}, {} crash{}, "
+             "worst passing ratio {:.3g}\n",
+             r.cases, r.seconds, r.cases / std::max(r.seconds, 1e-9), r.seed, r.failures, r.failures == 1 ? "" : "s",
+             r.findings.size(), r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio);
   for (const Finding& f : r.findings) {
     fmt::print("  FOUND at case {}: {}\n", f.case_index, summary(f.minimized));
     fmt::print("    {}\n", describe(f.verdict));
@@ -69,7 +70,7 @@ void print_fuzz_report(const FuzzReport& r) {
   fmt::print("  coverage:");
   int col = 0;
   for (const auto& [f, n] : r.coverage) {
-    fmt::print("{}{:>22} {:>6}", col % 4 == 0 ? "\n    " : "", f, n);
+    fmt::print("{}{:>28} {:>6}", col % 4 == 0 ? "\n    " : "", f, n);
     ++col;
   }
   fmt::print("\n");

@@ -102,7 +102,39 @@ struct RunState {
   }
 };
 
+std::int64_t case_size(const KernelCase& c) {
+  std::int64_t n = c.heads * (c.head_dim + c.v_head_dim);
+  for (const Sequence& s : c.seqs) n += s.q_len + s.k_len + 1;
+  return n;
+}
+
+// Keeps one finding per signature, the smallest; saves it (and forgets the fixture it replaces).
+void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save) {
+  const std::string sig = failure_signature(r.property, f);
+  for (Finding& g : r.findings) {
+    if (failure_signature(r.property, g) != sig) continue;
+    if (case_size(f.minimized) < case_size(g.minimized)) {
+      if (!g.fixture.empty()) {
+        std::error_code ec;
+        fs::remove(g.fixture, ec);
+        fs::remove(fs::path(g.fixture).replace_extension(".safetensors"), ec);
+      }
+      f.fixture = save(f);
+      g = std::move(f);
+    }
+    return;
+  }
+  f.fixture = save(f);
+  r.findings.push_back(std::move(f));
+}
+
 }  // namespace
+
+std::string failure_signature(const std::string& property, const Finding& f) {
+  std::string s = property + "/" + std::string(to_string(f.verdict.kind));
+  for (const std::string& feature : classify(f.minimized)) s += "/" + feature;
+  return s;
+}
 
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
   RunState st{k, p, o};
@@ -201,12 +233,8 @@ FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
       rc::detail::Configuration cfg;
       cfg.reproduce[id] = failure.reproduce;
       f.reproduce = rc::detail::configToMinimalString(cfg);
-      bool seen = false;
-      for (const Finding& g : st.report.findings) seen = seen || content_hash(g.minimized) == content_hash(f.minimized);
-      if (!seen) {
-        f.fixture = save_finding(o.out_dir, k, p, o, f);
-        st.report.findings.push_back(std::move(f));
-      }
+      ++st.report.failures;
+      add_finding(st.report, std::move(f), [&](const Finding& x) { return save_finding(o.out_dir, k, p, o, x); });
       if (o.stop_at_first_failure) break;
     }
     rc::detail::GaveUpResult gave_up;
@@ -239,6 +267,7 @@ nlohmann::json to_json(const FuzzReport& r) {
           {"unsupported", r.unsupported},
           {"unsupported_reasons", r.unsupported_reasons},
           {"crashes", r.crashes},
+          {"failures", r.failures},
           {"findings", findings},
           {"seconds", r.seconds},
           {"worst_ratio", r.worst_ratio},
@@ -257,6 +286,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
   r.unsupported = j.at("unsupported");
   r.unsupported_reasons = j.at("unsupported_reasons").get<std::map<std::string, std::int64_t>>();
   r.crashes = j.at("crashes");
+  r.failures = j.at("failures");
   for (const auto& f : j.at("findings")) {
     Finding x;
     x.minimized = case_from_json(f.at("case"), "fuzz report", "findings");
@@ -286,7 +316,8 @@ void merge(FuzzReport& into, const FuzzReport& part) {
   into.unsupported += part.unsupported;
   for (const auto& [reason, n] : part.unsupported_reasons) into.unsupported_reasons[reason] += n;
   into.crashes += part.crashes;
-  into.findings.insert(into.findings.end(), part.findings.begin(), part.findings.end());
+  into.failures += part.failures;
+  for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; });
   into.worst_ratio = std::max(into.worst_ratio, part.worst_ratio);
   for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
   if (into.not_applicable.empty()) into.not_applicable = part.not_applicable;
@@ -406,12 +437,12 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     f.verdict.reason = timed_out ? fmt::format("no result within {} s", case_timeout_seconds)
                                  : WIFSIGNALED(status) ? fmt::format("process killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
                                                        : fmt::format("process exited with status {}", WEXITSTATUS(status));
+    ++total.failures;
     const std::string inflight = inflight_path(dir, k, p);
     try {
       std::ifstream in(inflight);
       f.minimized = case_from_json(nlohmann::json::parse(in), inflight, "");
-      f.fixture = save_finding(o.out_dir, k, p, o, f);
-      total.findings.push_back(f);
+      add_finding(total, f, [&](const Finding& x) { return save_finding(o.out_dir, k, p, o, x); });
     } catch (const std::exception& e) {
       total.findings.push_back(f);  // no descriptor: still a recorded crash
     }

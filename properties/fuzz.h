@@ -54,6 +54,10 @@ struct Finding {
   std::string fixture;          // where it was saved ("" when out_dir is empty)
 };
 
+// Failures with the same signature (property, verdict kind, the features of the minimized case) are one
+// finding: a long campaign on a broken kernel reports each bug once, with its smallest case.
+std::string failure_signature(const std::string& property, const Finding& f);
+
 struct FuzzReport {
   std::string kernel, property;
   std::uint64_t seed = 0;
@@ -61,7 +65,8 @@ struct FuzzReport {
   std::int64_t unsupported = 0;   // generated cases the property could not judge, by reason below
   std::map<std::string, std::int64_t> unsupported_reasons;
   std::int64_t crashes = 0;       // cases that killed the worker (isolated runs only)
-  std::vector<Finding> findings;
+  std::vector<Finding> findings;  // one per failure signature, the smallest case seen for it
+  std::int64_t failures = 0;      // failing cases found (before de-duplication)
   double seconds = 0;
   double worst_ratio = 0;         // largest error ratio among passing cases
   std::map<std::string, std::int64_t> coverage;
