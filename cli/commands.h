@@ -65,4 +65,15 @@ struct MutantsOptions {
 };
 int run_mutants(const MutantsOptions& o);
 
+struct BenchOptions {
+  std::string kernel;
+  std::string property = "conformance";
+  std::string mix = "standard";  // "standard" (the varlen mix of docs/PERFORMANCE.md) or "fuzz" (the kernel's generator)
+  std::int64_t cases = 2000;
+  std::int64_t warmup = 50;
+  std::uint64_t seed = 1;
+  bool json = false;
+};
+int run_bench(const BenchOptions& o);
+
 }  // namespace flashcheck::cli

@@ -68,6 +68,16 @@ int main(int argc, char** argv) {
   cmd_mutants->add_option("--seed,-s", mutants.seed, "Seed")->capture_default_str();
   cmd_mutants->add_flag("--json", mutants.json, "Machine-readable matrix");
 
+  BenchOptions bench;
+  auto* cmd_bench = app.add_subcommand("bench", "Throughput of a property on a kernel (cases/s) over pre-generated cases");
+  cmd_bench->add_option("--kernel,-k", bench.kernel, "Kernel")->required();
+  cmd_bench->add_option("--property,-p", bench.property, "Property")->capture_default_str();
+  cmd_bench->add_option("--mix", bench.mix, "standard | fuzz")->capture_default_str()->check(CLI::IsMember({"standard", "fuzz"}));
+  cmd_bench->add_option("--cases,-n", bench.cases, "Timed cases")->capture_default_str();
+  cmd_bench->add_option("--warmup", bench.warmup, "Untimed cases first")->capture_default_str();
+  cmd_bench->add_option("--seed,-s", bench.seed, "Seed of the case generator")->capture_default_str();
+  cmd_bench->add_flag("--json", bench.json, "Machine-readable result");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,5 +89,6 @@ int main(int argc, char** argv) {
   if (*cmd_fuzz) return run_fuzz_command(fuzz);
   if (*cmd_gate) return run_gate(gate);
   if (*cmd_mutants) return run_mutants(mutants);
+  if (*cmd_bench) return run_bench(bench);
   return kExitUsage;
 }

@@ -85,7 +85,7 @@ void print_replay_line(const ReplayRecord& r) {
   const std::string where = fmt::format("{}#{}", r.fixture, r.case_index);
   std::string outcome = r.outcome;
   if (!r.as_expected) outcome += " !";
-  fmt::print("{:<13} {:<18} {}  [{}]\n", outcome, r.verdict.kernel, where, r.case_summary);
+  fmt::print("{:<13} {:<20} {}  [{}]\n", outcome, r.verdict.kernel, where, r.case_summary);
   fmt::print("              {}\n", describe(r.verdict));
   if (r.has_expectation && !r.as_expected)
     fmt::print("              expected {}{}\n", to_string(r.expected.verdict),
@@ -111,11 +111,11 @@ void print_replay_summary(const std::vector<ReplayRecord>& records) {
     if (r.verdict.cmp && r.verdict.kind == VerdictKind::kPass)
       row.worst_ratio = std::max(row.worst_ratio, r.verdict.cmp->ratio());
   }
-  fmt::print("\n{:<18} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11}  {}\n", "kernel", "pass", "fail", "xfail",
+  fmt::print("\n{:<20} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11}  {}\n", "kernel", "pass", "fail", "xfail",
              "unsupported", "error", "crash/hang", "worst ratio", "status");
   int unexpected = 0;
   for (const auto& [k, row] : rows) {
-    fmt::print("{:<18} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11.3g}  {}\n", k, row.pass, row.fail, row.xfail,
+    fmt::print("{:<20} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11.3g}  {}\n", k, row.pass, row.fail, row.xfail,
                row.unsupported, row.error, row.crash, row.worst_ratio, row.unexpected ? "UNEXPECTED" : "ok");
     unexpected += row.unexpected;
   }

@@ -36,7 +36,9 @@ enum class KvStrides : std::uint8_t { kContiguous, kGapped, kExpanded };
 struct Window {
   std::int64_t left = -1;
   std::int64_t right = -1;
+#if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
   bool operator==(const Window&) const = default;
+#endif
 };
 
 struct Sequence {
@@ -50,7 +52,9 @@ struct Sequence {
   // With kv_cache: positions [0, cache_len) hold the cache, new_len tokens are appended after them.
   std::int64_t cache_len = 0;
   std::int64_t new_len = 0;
+#if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
   bool operator==(const Sequence&) const = default;
+#endif
 };
 
 struct Paging {
@@ -61,7 +65,9 @@ struct Paging {
   std::uint64_t table_seed = 0;
   // Explicit table: row b lists the pages of sequence b, in logical order.
   std::vector<std::vector<std::int32_t>> block_table;
+#if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
   bool operator==(const Paging&) const = default;
+#endif
 };
 
 
@@ -85,7 +91,9 @@ struct KernelCase {
   KvStrides kv_strides = KvStrides::kContiguous;
   DataRecipe data;
 
+#if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
   bool operator==(const KernelCase&) const = default;
+#endif
 
   std::int64_t batch() const { return static_cast<std::int64_t>(seqs.size()); }
   double softmax_scale() const;

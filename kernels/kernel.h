@@ -13,6 +13,11 @@
 
 namespace flashcheck {
 
+namespace device {
+class DeviceCase;
+class DeviceOutput;
+}  // namespace device
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -25,6 +30,14 @@ class Kernel {
   // Computes attention for a case inside the contract and writes the valid rows of the packed output
   // (total_q, H, dv) into `out` (and the LSE, setting out.lse_written). Reports failure by throwing.
   virtual void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) = 0;
+
+  // GPU kernels take their inputs and write their output on the device (core/device); their run() goes
+  // through the device by uploading and downloading. The fast conformance path uses run_device directly.
+  virtual bool on_device() const { return false; }
+  virtual void run_device(const device::DeviceCase& in, device::DeviceOutput& out);
+  // After a failed or finished run: a description of a sticky device error (the CUDA context is then
+  // unusable and the process must record its case and exit), or "".
+  virtual std::string sticky_error() const { return ""; }
 
   // Deliberately broken kernels (kernels/mutants) prove that properties catch what they claim.
   virtual bool is_mutant() const { return false; }

@@ -10,6 +10,10 @@
 
 namespace flashcheck {
 
+void Kernel::run_device(const device::DeviceCase&, device::DeviceOutput&) {
+  throw std::logic_error(std::string(name()) + " does not run on the device");
+}
+
 void Registry::add(std::unique_ptr<Kernel> k) {
   if (find(k->name())) throw std::logic_error("kernel registered twice: " + std::string(k->name()));
   all_.push_back(std::move(k));

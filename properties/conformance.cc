@@ -6,6 +6,10 @@
 
 #include "core/compare.h"
 #include "core/geometry.h"
+#include "properties/device_errors.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "properties/conformance_device.h"
+#endif
 #include "reference/host/attention.h"
 #include "reference/host/baseline.h"
 
@@ -26,11 +30,19 @@ Verdict check_conformance(Kernel& k, const KernelCase& c, const CaseTensors& t, 
     v.reason = support.reason;
     return finish();
   }
+#if defined(FLASHCHECK_HAVE_CUDA)
+  if (k.on_device()) {
+    Verdict dv = check_conformance_device(k, c, &t);
+    dv.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return dv;
+  }
+#endif
   const CaseGeometry g = geometry(c);
   OutputBuffer out(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
   try {
     k.run(c, t, out);
   } catch (const std::exception& e) {
+    exit_on_sticky_error(k);
     v.kind = VerdictKind::kError;
     v.reason = e.what();
     return finish();

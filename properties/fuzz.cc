@@ -16,6 +16,7 @@
 #include "core/case_json.h"
 #include "core/fixture.h"
 #include "properties/coverage.h"
+#include "properties/device_errors.h"
 
 namespace flashcheck {
 namespace {
@@ -359,6 +360,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     if (pid == 0) {
       ::close(fds[0]);
       const int fd = fds[1];
+      set_device_error_note(inflight_path(dir, k, p) + ".error");
       child.on_progress = [fd](std::int64_t c, std::int64_t f, double) { write_line(fd, fmt::format("P {} {}\n", c, f)); };
       child.on_chunk = [fd](int chunk) { write_line(fd, fmt::format("C {}\n", chunk)); };
       child.on_case_start = [fd] { write_line(fd, "B\n"); };
@@ -435,8 +437,14 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     f.verdict.property = std::string(p.name());
     f.verdict.kind = timed_out ? VerdictKind::kTimeout : VerdictKind::kCrash;
     f.verdict.reason = timed_out ? fmt::format("no result within {} s", case_timeout_seconds)
-                                 : WIFSIGNALED(status) ? fmt::format("process killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
-                                                       : fmt::format("process exited with status {}", WEXITSTATUS(status));
+                       : WIFSIGNALED(status) ? fmt::format("process killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                             : fmt::format("process exited with status {}", WEXITSTATUS(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kStickyDeviceErrorExit) {
+      std::ifstream note(inflight_path(dir, k, p) + ".error");
+      std::string line;
+      std::getline(note, line);
+      f.verdict.reason = line.empty() ? "sticky device error" : line;
+    }
     ++total.failures;
     const std::string inflight = inflight_path(dir, k, p);
     try {

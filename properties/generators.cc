@@ -293,6 +293,26 @@ std::string requirements_unmet(const Contract& k, const CaseRequirements& req) {
   return "";
 }
 
+rc::Gen<KernelCase> standard_mix_gen() {
+  return rc::gen::exec([]() {
+    KernelCase c;
+    c.dtype = DType::kBF16;
+    c.head_dim = c.v_head_dim = pick_index(2) == 0 ? 64 : 128;
+    static const std::vector<std::int64_t> kKv{1, 2, 4, 8}, kGroup{1, 2, 3, 4, 8};
+    c.kv_heads = pick(kKv);
+    c.heads = c.kv_heads * pick(kGroup);
+    c.causal = pick_index(10) < 6;
+    if (pick_index(10) < 2) c.window = {static_cast<std::int64_t>(pick_index(256)), 0};
+    const std::size_t batch = 1 + pick_index(4);
+    for (std::size_t b = 0; b < batch; ++b) {
+      const auto q = static_cast<std::int64_t>(1 + pick_index(512));
+      c.seqs.push_back({.q_len = q, .k_len = q + static_cast<std::int64_t>(pick_index(257))});
+    }
+    c.data.seed = *rc::gen::noShrink(rc::gen::resize(100, rc::gen::inRange<std::uint64_t>(0, std::uint64_t{1} << 40)));
+    return c;
+  });
+}
+
 rc::Gen<KernelCase> kernel_case_gen(const Contract& k, const CaseRequirements& req, const GenLimits& lim) {
   return rc::gen::shrink(raw_case_gen(k, req, lim),
                          [](const KernelCase& c) { return rc::seq::fromContainer(simpler_cases(c)); });

@@ -40,6 +40,11 @@ std::string requirements_unmet(const Contract& k, const CaseRequirements& req);
 // dim, plain data. Every candidate is valid; the property rejects those outside the kernel's contract.
 std::vector<KernelCase> simpler_cases(const KernelCase& c);
 
+// The "standard varlen mix" the throughput figures use (issue 5 of the project): batch 1-4; per
+// sequence q_len 1-512 and k_len = q_len + 0-256; H = Hk * g with Hk in {1, 2, 4, 8} and g in
+// {1, 2, 3, 4, 8}; d 64 or 128; bf16; causal 60 %; a sliding window (W, 0) on 20 % of the cases.
+rc::Gen<KernelCase> standard_mix_gen();
+
 rc::Gen<KernelCase> kernel_case_gen(const Contract& k, const CaseRequirements& req = {}, const GenLimits& lim = {});
 
 }  // namespace flashcheck

@@ -1,5 +1,7 @@
 #include "properties/isolation.h"
 
+#include "properties/device_errors.h"
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -46,6 +48,8 @@ std::string signal_reason(int status) {
     const int sig = WTERMSIG(status);
     return fmt::format("process killed by signal {} ({})", sig, strsignal(sig));
   }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kStickyDeviceErrorExit)
+    return "sticky device error: the CUDA context was lost (the worker's stderr has the message)";
   if (WIFEXITED(status)) return fmt::format("process exited with status {} mid-case", WEXITSTATUS(status));
   return "process ended mid-case";
 }

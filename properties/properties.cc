@@ -6,6 +6,10 @@
 #include "core/compare.h"
 #include "core/geometry.h"
 #include "properties/conformance.h"
+#include "properties/device_errors.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "properties/conformance_device.h"
+#endif
 #include "properties/property.h"
 #include "reference/host/attention.h"
 #include "reference/host/baseline.h"
@@ -33,6 +37,7 @@ bool run_kernel(Kernel& k, const KernelCase& c, const CaseTensors& t, Run& run, 
   try {
     k.run(c, t, run.buffer);
   } catch (const std::exception& e) {
+    exit_on_sticky_error(k);
     v.kind = VerdictKind::kError;
     v.reason = e.what();
     return false;
@@ -107,7 +112,25 @@ class Conformance : public Property {
  public:
   std::string_view name() const override { return "conformance"; }
   std::string_view description() const override { return "kernel ~ fp64 reference under the tolerance rule"; }
-  Verdict check(Kernel& k, const KernelCase& c) const override { return check_conformance(k, c, materialize(c)); }
+  Verdict check(Kernel& k, const KernelCase& c) const override {
+#if defined(FLASHCHECK_HAVE_CUDA)
+    // GPU kernels: generate, run, reference and compare on the device (fast at realistic sizes).
+    if (k.on_device()) {
+      const auto start = Clock::now();
+      const ContractCheck cc = k.check(c);
+      if (!cc.supported) {
+        Verdict v = make_verdict(k, name());
+        v.kind = VerdictKind::kUnsupported;
+        v.reason = cc.reason;
+        return v;
+      }
+      Verdict v = check_conformance_device(k, c, nullptr);
+      v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      return v;
+    }
+#endif
+    return check_conformance(k, c, materialize(c));
+  }
 };
 
 class Determinism : public Property {
@@ -405,6 +428,10 @@ class Robustness : public Property {
 
 std::string Property::unsupported_reason(const Kernel&) const { return ""; }
 
+#if defined(FLASHCHECK_HAVE_CUDA)
+const Property& device_reference_property();  // properties/device_reference_property.cc
+#endif
+
 const std::vector<const Property*>& all_properties() {
   static const Conformance conformance;
   static const Determinism determinism;
@@ -415,8 +442,13 @@ const std::vector<const Property*>& all_properties() {
   static const PaddingInvariance padding;
   static const ChunkedPrefill chunked;
   static const Robustness robustness;
-  static const std::vector<const Property*> all{&conformance, &determinism, &gqa,     &varlen,    &paged,
-                                                &permutation, &padding,     &chunked, &robustness};
+  static const std::vector<const Property*> all = [&] {
+    std::vector<const Property*> v{&conformance, &determinism, &gqa, &varlen, &paged, &permutation, &padding, &chunked, &robustness};
+#if defined(FLASHCHECK_HAVE_CUDA)
+    v.push_back(&device_reference_property());
+#endif
+    return v;
+  }();
   return all;
 }
 

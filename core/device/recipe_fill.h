@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/data_recipe.h"
@@ -16,6 +17,21 @@ namespace flashcheck::device {
 // memory `dst` (float). Rounded to `dt`; one-hot when `onehot`.
 void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,
                       std::uint32_t pos0, std::uint32_t rows, std::uint32_t heads, std::uint32_t dim, bool onehot);
+
+// One storage row of a tensor and the logical element it holds: sequence b, logical position pos.
+struct RowMap {
+  std::int64_t row;
+  std::int32_t b;
+  std::int32_t pos;
+};
+
+// Fills the listed storage rows (each heads x dim values) of device tensor `dst` by the recipe, with one
+// launch; `map_slot` names the device buffer the row list is uploaded to.
+void fill_recipe_mapped(float* dst, const std::vector<RowMap>& rows, const DataRecipe& r, TensorId t, double scale,
+                        DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot, const std::string& map_slot);
+
+// Sets n floats of device memory to `value` (NaN poison included).
+void fill_value(float* dst, std::size_t n, float value);
 
 // Host convenience for tests: the same rows, generated on the GPU and copied back.
 std::vector<float> recipe_rows_via_device(const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,

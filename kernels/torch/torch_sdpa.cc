@@ -1,13 +1,17 @@
-// Adapters for PyTorch's CPU attention: `_scaled_dot_product_attention_math` (the SDPA math path) and
-// `_scaled_dot_product_flash_attention_for_cpu`. Both take dense (B, H, L, d) tensors and know only
-// top-left causal, so the adapter translates: one dense call per sequence (varlen), logical K/V gathered
-// from pages / cache / leftpad / seqused_k, and an explicit additive mask for every visibility pattern
-// other than plain top-left causal. The contracts list these translations.
+// Adapters for PyTorch's SDPA family: on the CPU `_scaled_dot_product_attention_math` (the SDPA math path)
+// and `_scaled_dot_product_flash_attention_for_cpu`; on CUDA the public `scaled_dot_product_attention`
+// with one backend forced. All take dense (B, H, L, d) tensors and know only top-left causal, so the
+// adapter translates: one dense call per sequence (varlen), logical K/V gathered from pages / cache /
+// leftpad / seqused_k, and an explicit mask for every visibility pattern other than plain top-left
+// causal. The contracts list these translations.
+#include <ATen/Context.h>
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/as_strided.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -15,12 +19,40 @@
 #include "core/geometry.h"
 #include "kernels/kernel.h"
 #include "kernels/torch/torch_cpu_kernels.h"
+#include "kernels/torch/torch_sdpa.h"
 #include "kernels/torch/torch_tensors.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "core/device/device_memory.h"
+#include "kernels/cuda/device_kernel.h"
+#endif
 
 namespace flashcheck {
 namespace {
 
-enum class CpuOp { kMath, kFlash };
+enum class Op { kCpuMath, kCpuFlash, kCudaSdpa };
+
+// Forces one SDPA backend for the lifetime of the object, restoring the previous choice after.
+class ForcedBackend {
+ public:
+  explicit ForcedBackend(SdpaBackend b) {
+    at::Context& ctx = at::globalContext();
+    saved_ = {ctx.userEnabledFlashSDP(), ctx.userEnabledMemEfficientSDP(), ctx.userEnabledMathSDP(), ctx.userEnabledCuDNNSDP()};
+    ctx.setSDPUseFlash(b == SdpaBackend::kFlash);
+    ctx.setSDPUseMemEfficient(b == SdpaBackend::kEfficient);
+    ctx.setSDPUseMath(b == SdpaBackend::kMath);
+    ctx.setSDPUseCuDNN(b == SdpaBackend::kCudnn);
+  }
+  ~ForcedBackend() {
+    at::Context& ctx = at::globalContext();
+    ctx.setSDPUseFlash(saved_[0]);
+    ctx.setSDPUseMemEfficient(saved_[1]);
+    ctx.setSDPUseMath(saved_[2]);
+    ctx.setSDPUseCuDNN(saved_[3]);
+  }
+
+ private:
+  std::array<bool, 4> saved_{};
+};
 
 // Logical K and V of one sequence, (Lk, Hk, d) row-major, whatever the storage, cache or leftpad.
 struct SequenceKv {
@@ -53,9 +85,9 @@ at::Tensor bhsd(const std::vector<float>& rows, std::int64_t len, std::int64_t h
   return view;
 }
 
-class TorchCpuAttention : public Kernel {
+class TorchSdpaAttention : public Kernel {
  public:
-  explicit TorchCpuAttention(CpuOp op) : op_(op) {
+  TorchSdpaAttention(Op op, SdpaBackend backend = SdpaBackend::kMath) : op_(op), backend_(backend) {
     Contract& k = contract_;
     k.top_left = Support::kNative;
     k.bottom_right = k.window = k.varlen = k.seqused_k = k.leftpad = k.paged = k.kv_cache = Support::kTranslated;
@@ -70,7 +102,9 @@ class TorchCpuAttention : public Kernel {
                "paged / kv cache / leftpad / seqused_k: the adapter gathers the logical keys of each sequence",
                "bottom-right causal and windows: an explicit additive mask (0 / -inf) in the query dtype",
                "GQA: K/V passed with Hk heads"};
-    if (op == CpuOp::kMath) {
+    if (op == Op::kCudaSdpa) {
+      describe_cuda_backend();
+    } else if (op == Op::kCpuMath) {
       name_ = "sdpa-math-cpu";
       k.summary = "PyTorch SDPA math path (aten::_scaled_dot_product_attention_math) on CPU";
       k.zero_length = Support::kNative;
@@ -91,6 +125,20 @@ class TorchCpuAttention : public Kernel {
 
   std::string_view name() const override { return name_; }
   const Contract& contract() const override { return contract_; }
+  ContractCheck check(const KernelCase& c) const override {
+#if defined(FLASHCHECK_HAVE_CUDA)
+    if (op_ == Op::kCudaSdpa && !device::available()) return {false, "no CUDA device on this machine", {}};
+#else
+    if (op_ == Op::kCudaSdpa) return {false, "built without CUDA", {}};
+#endif
+    return Kernel::check(c);
+  }
+  std::string sticky_error() const override {
+#if defined(FLASHCHECK_HAVE_CUDA)
+    if (op_ == Op::kCudaSdpa) return cuda_sticky_error();
+#endif
+    return "";
+  }
 
   void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
     const CaseGeometry g = geometry(c);
@@ -104,9 +152,10 @@ class TorchCpuAttention : public Kernel {
       const SequenceKv kv = gather(c, values, sg, static_cast<std::int64_t>(b));
       const std::int64_t lk = kv.lk;
       std::vector<float> qrows(in.q.data.begin() + sg.q_start * H * d, in.q.data.begin() + (sg.q_start + lq) * H * d);
-      const at::Tensor q = torch_bridge::from_values(qrows, {1, lq, H, d}, c.dtype).permute({0, 2, 1, 3}).contiguous();
-      const at::Tensor k = bhsd(kv.k, lk, Hk, d, c.dtype, c.kv_strides, H);
-      const at::Tensor v = bhsd(kv.v, lk, Hk, dv, c.dtype, c.kv_strides, H);
+      const at::Device dev = op_ == Op::kCudaSdpa ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+      const at::Tensor q = torch_bridge::from_values(qrows, {1, lq, H, d}, c.dtype).permute({0, 2, 1, 3}).contiguous().to(dev);
+      const at::Tensor k = bhsd(kv.k, lk, Hk, d, c.dtype, c.kv_strides, H).to(dev);
+      const at::Tensor v = bhsd(kv.v, lk, Hk, dv, c.dtype, c.kv_strides, H).to(dev);
 
       // Native is_causal is top-left; anything else becomes an explicit mask.
       const bool windowed = rule.left >= 0 || rule.right >= 0;
@@ -122,11 +171,16 @@ class TorchCpuAttention : public Kernel {
             const bool left_ok = rule.left < 0 || j >= i + off - rule.left;
             if (right_ok && left_ok) m[static_cast<std::size_t>(i * lk + j)] = 0.0f;
           }
-        mask = torch_bridge::from_values(m, {lq, lk}, c.dtype);
+        mask = torch_bridge::from_values(m, {lq, lk}, c.dtype).to(dev);
+        // The public SDPA takes a boolean mask (True = attend), as users pass it.
+        if (op_ == Op::kCudaSdpa) mask = mask->eq(0);
       }
       const double scale = c.softmax_scale();
       at::Tensor o, lse;
-      if (op_ == CpuOp::kMath) {
+      if (op_ == Op::kCudaSdpa) {
+        const ForcedBackend forced(backend_);
+        o = at::scaled_dot_product_attention(q, k, v, mask, 0.0, plain_top_left_causal, scale, /*enable_gqa=*/H != k.size(1));
+      } else if (op_ == Op::kCpuMath) {
         o = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, mask, 0.0, plain_top_left_causal, std::nullopt,
                                                                 scale, /*enable_gqa=*/H != k.size(1)));
       } else {
@@ -147,7 +201,51 @@ class TorchCpuAttention : public Kernel {
   }
 
  private:
-  CpuOp op_;
+  // Contracts of the public SDPA with one backend forced (torch 2.11 sdp_utils gates).
+  void describe_cuda_backend() {
+    Contract& k = contract_;
+    k.returns_lse = false;
+    k.notes.push_back("public scaled_dot_product_attention; masks are boolean (True = attend)");
+    switch (backend_) {
+      case SdpaBackend::kFlash:
+        name_ = "sdpa-flash";
+        k.summary = "scaled_dot_product_attention with only the flash backend enabled (CUDA)";
+        k.bottom_right = k.window = Support::kNo;  // the flash backend takes no mask
+        k.zero_length = Support::kNo;
+        k.dtypes = {DType::kF16, DType::kBF16};
+        k.max_head_dim = 256;
+        k.head_dim_multiple = 8;
+        k.notes.push_back("no explicit masks: bottom-right causal and windows are unsupported");
+        break;
+      case SdpaBackend::kEfficient:
+        name_ = "sdpa-efficient";
+        k.summary = "scaled_dot_product_attention with only the memory-efficient backend enabled (CUDA)";
+        k.zero_length = Support::kNo;
+        k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
+        k.max_head_dim = 256;
+        k.head_dim_multiple = 8;
+        break;
+      case SdpaBackend::kCudnn:
+        name_ = "sdpa-cudnn";
+        k.summary = "scaled_dot_product_attention with only the cuDNN backend enabled (CUDA)";
+        k.zero_length = Support::kNo;
+        k.dv_differs = Support::kNo;
+        k.dtypes = {DType::kF16, DType::kBF16};
+        k.max_head_dim = 128;
+        k.head_dim_multiple = 8;
+        break;
+      case SdpaBackend::kMath:
+        name_ = "sdpa-math-cuda";
+        k.summary = "scaled_dot_product_attention with only the math backend enabled (CUDA)";
+        k.zero_length = Support::kNative;
+        k.dv_differs = Support::kNative;
+        k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
+        break;
+    }
+  }
+
+  Op op_;
+  SdpaBackend backend_;
   std::string name_;
   Contract contract_;
 };
@@ -155,8 +253,12 @@ class TorchCpuAttention : public Kernel {
 }  // namespace
 
 void register_torch_cpu_kernels(Registry& r) {
-  r.add(std::make_unique<TorchCpuAttention>(CpuOp::kMath));
-  r.add(std::make_unique<TorchCpuAttention>(CpuOp::kFlash));
+  r.add(std::make_unique<TorchSdpaAttention>(Op::kCpuMath));
+  r.add(std::make_unique<TorchSdpaAttention>(Op::kCpuFlash));
+}
+
+std::unique_ptr<Kernel> make_sdpa_cuda_kernel(SdpaBackend backend) {
+  return std::make_unique<TorchSdpaAttention>(Op::kCudaSdpa, backend);
 }
 
 }  // namespace flashcheck

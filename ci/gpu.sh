@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# ci/gpu.sh — the GPU job on a node with an NVIDIA GPU (an H200 here): set-up (offline: .deb files from
+# FLASHCHECK_DEB_DIR, default .debs/), the cuda preset build, the GPU tests, the device-reference check,
+# the gate on every kernel, a fuzz campaign on the CUDA kernels and the throughput benchmark. Logs go to
+# $OUT (default out/gpu); a short table is printed last.
+#
+#   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
+#   GPU_CAMPAIGN_CASES=N      cases per CUDA kernel and property in the campaign (default 1500)
+#   GPU_CAMPAIGN_PROPERTY=P   property of the campaign (default all)
+#   GPU_STAGES="..."          subset of: tests refcheck gate campaign bench (default: all)
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+stages=${GPU_STAGES:-"tests refcheck gate campaign bench"}
+cases=${GPU_CAMPAIGN_CASES:-1500}
+campaign_property=${GPU_CAMPAIGN_PROPERTY:-all}
+declare -a table
+row() { table+=("$(printf '%-34s %s' "$1" "$2")"); }
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
+python3 - > "$out/versions.txt" 2>&1 <<'PY'
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "device", torch.cuda.get_device_name(0))
+PY
+row "machine" "$(cat "$out/gpu.txt") | $(cat "$out/versions.txt")"
+
+if [ -n "${FLASHCHECK_PREBUILT:-}" ]; then
+  bin=$FLASHCHECK_PREBUILT
+  torchlib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__) + "/lib")')
+  nvlib=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + "/nvidia/cu13/lib")' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="$torchlib:$nvlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  row "build" "prebuilt executables from $bin"
+else
+  start=$(date +%s)
+  export PATH="$PATH:/usr/local/cuda/bin"
+  export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+  if FLASHCHECK_DEB_DIR=${FLASHCHECK_DEB_DIR:-.debs} bash ci/build.sh cuda > "$out/build.log" 2>&1; then
+    row "build (cuda preset)" "ok in $(( $(date +%s) - start )) s"
+  else
+    tail -40 "$out/build.log"; row "build (cuda preset)" "FAILED (see build.log)"; printf '%s\n' "${table[@]}"; exit 1
+  fi
+  bin=build/cuda
+fi
+if [ -x "$bin/cli/flashcheck" ]; then flashcheck="$bin/cli/flashcheck"; else flashcheck="$bin/flashcheck"; fi
+fc() { "$flashcheck" "$@"; }
+exe() { [ -x "$bin/$1" ] && echo "$bin/$1" || echo "$bin/$(basename "$1")"; }
+status=0
+
+if has tests; then
+  for t in core/core_device_test reference/reference_device_test core/core_test reference/reference_host_test kernels/kernels_test properties/conformance_test; do
+    if "$(exe $t)" > "$out/$(basename $t).log" 2>&1; then row "test $(basename $t)" "$(grep -E '^\[  PASSED' "$out/$(basename $t).log")"
+    else row "test $(basename $t)" "FAILED"; status=1; fi
+  done
+fi
+
+if has refcheck; then
+  fc fuzz --kernel tiled-cpu --property device-reference --cases 10000 --seed 5 --out "$out/refcheck" > "$out/refcheck.txt" 2>&1 || status=1
+  row "device reference vs host fp64" "$(head -1 "$out/refcheck.txt" | sed 's/^[^:]*: //')"
+fi
+
+if has gate; then
+  start=$(date +%s)
+  fc gate --out "$out/gate" > "$out/gate.md" 2> "$out/gate.err"; rc=$?
+  [ $rc -eq 0 ] || status=1
+  row "gate (all kernels)" "exit $rc in $(( $(date +%s) - start )) s ($(head -1 "$out/gate.md"))"
+fi
+
+if has campaign; then
+  total=0
+  for k in flash-fwd-varlen flash-fwd-dense efficient-fwd-varlen efficient-fwd-dense cudnn-fwd sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math-cuda; do
+    fc fuzz --kernel "$k" --property "$campaign_property" --cases "$cases" --seed 2026 --out "$out/found" --json > "$out/campaign-$k.json" 2> "$out/campaign-$k.err"
+    n=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sum(x['cases'] for x in r), sum(len(x['findings']) for x in r))" "$out/campaign-$k.json" 2>/dev/null || echo "? ?")
+    row "campaign $k" "cases/findings: $n $(python3 -c "
+import json,sys
+r=json.load(open(sys.argv[1])); out=[]
+for x in r:
+    for f in x['findings']: out.append(x['property']+': '+f['verdict']['verdict']+' '+f['verdict']['reason'][:90])
+    for why,n in x['unsupported_reasons'].items(): out.append(x['property']+' unsupported x'+str(n)+': '+why[:70])
+print(' | '.join(out[:6]))" "$out/campaign-$k.json" 2>/dev/null)"
+    total=$(( total + ${n%% *} ))
+  done
+  row "campaign total cases" "$total"
+fi
+
+if has bench; then
+  fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
+  row "bench flash-fwd-varlen" "$(cat "$out/bench.txt" | tail -1)"
+fi
+
+echo
+printf '%s\n' "${table[@]}"
+exit $status

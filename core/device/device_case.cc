@@ -1,0 +1,136 @@
+#include "core/device/device_case.h"
+
+#include <limits>
+#include <vector>
+
+#include "core/device/device_memory.h"
+#include "core/device/recipe_fill.h"
+
+namespace flashcheck::device {
+namespace {
+
+std::vector<std::int64_t> shape_of(const KernelCase& c, const CaseGeometry& g, TensorId t, bool is_new) {
+  const std::int64_t dim = t == TensorId::kV ? c.v_head_dim : c.head_dim;
+  if (t == TensorId::kQ) return {g.total_q, c.heads, c.head_dim};
+  if (is_new) return {g.total_new, c.kv_heads, dim};
+  if (c.kv_storage == KvStorage::kPaged) return {g.num_pages, c.paging.page_size, c.kv_heads, dim};
+  return {g.kv_rows, c.kv_heads, dim};
+}
+
+std::size_t numel(const std::vector<std::int64_t>& s) {
+  std::size_t n = 1;
+  for (std::int64_t d : s) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+}  // namespace
+
+void DeviceCase::prepare_metadata() {
+  g_ = flashcheck::geometry(c_);
+  std::vector<DeviceSeq> seqs;
+  std::vector<std::int32_t> row_seq(static_cast<std::size_t>(g_.total_q));
+  for (std::size_t b = 0; b < c_.seqs.size(); ++b) {
+    const SeqGeometry& s = g_.seqs[b];
+    seqs.push_back({static_cast<std::int32_t>(s.q_start), static_cast<std::int32_t>(s.lq),
+                    static_cast<std::int32_t>(s.k_start), static_cast<std::int32_t>(s.new_start),
+                    static_cast<std::int32_t>(s.p0), static_cast<std::int32_t>(s.lk),
+                    static_cast<std::int32_t>(c_.kv_cache ? c_.seqs[b].cache_len : -1),
+                    static_cast<std::int32_t>(diagonal_offset(c_.alignment, s.lq, s.lk))});
+    for (std::int64_t i = 0; i < s.lq; ++i) row_seq[static_cast<std::size_t>(s.q_start + i)] = static_cast<std::int32_t>(b);
+  }
+  auto* dseqs = slot_of<DeviceSeq>(slot_ + ".seqs", seqs.size());
+  copy_to_device(dseqs, seqs.data(), seqs.size() * sizeof(DeviceSeq));
+  in_.seqs = dseqs;
+  auto* drows = slot_of<std::int32_t>(slot_ + ".row_seq", row_seq.size());
+  copy_to_device(drows, row_seq.data(), row_seq.size() * sizeof(std::int32_t));
+  in_.row_seq = drows;
+  if (c_.kv_storage == KvStorage::kPaged) {
+    const auto table = block_table(c_);
+    for (const auto& row : table) in_.max_blocks = std::max(in_.max_blocks, static_cast<std::int32_t>(row.size()));
+    std::vector<std::int32_t> flat(c_.seqs.size() * static_cast<std::size_t>(std::max(in_.max_blocks, 1)), -1);
+    for (std::size_t b = 0; b < table.size(); ++b)
+      std::copy(table[b].begin(), table[b].end(), flat.begin() + static_cast<std::ptrdiff_t>(b * in_.max_blocks));
+    auto* dt = slot_of<std::int32_t>(slot_ + ".block_table", flat.size());
+    copy_to_device(dt, flat.data(), flat.size() * sizeof(std::int32_t));
+    in_.block_table = dt;
+  }
+}
+
+DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), slot_(slot) {
+  prepare_metadata();
+  // Storage rows of every logical element, then one fill launch per tensor.
+  std::vector<RowMap> q_rows, k_rows, new_rows;
+  const auto table = block_table(c_);
+  for (std::size_t bi = 0; bi < c_.seqs.size(); ++bi) {
+    const SeqGeometry& s = g_.seqs[bi];
+    const auto b = static_cast<std::int32_t>(bi);
+    for (std::int64_t i = 0; i < s.lq; ++i) q_rows.push_back({s.q_start + i, b, static_cast<std::int32_t>(i)});
+    const std::int64_t cached_end = c_.kv_cache ? c_.seqs[bi].cache_len : s.kv_end;
+    for (std::int64_t p = s.p0; p < cached_end; ++p) {
+      const std::int64_t row = c_.kv_storage == KvStorage::kPaged
+                                   ? static_cast<std::int64_t>(table[bi][static_cast<std::size_t>(p / c_.paging.page_size)]) *
+                                             c_.paging.page_size + p % c_.paging.page_size
+                                   : s.k_start + p;
+      k_rows.push_back({row, b, static_cast<std::int32_t>(p)});
+    }
+    if (c_.kv_cache)
+      for (std::int64_t n = 0; n < c_.seqs[bi].new_len; ++n)
+        new_rows.push_back({s.new_start + n, b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)});
+  }
+  const float poison = c_.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+  auto make = [&](const char* name, TensorId t, bool is_new, const std::vector<RowMap>& rows, float fill) -> float* {
+    const auto shape = shape_of(c_, g_, t, is_new);
+    const std::size_t n = numel(shape);
+    auto* dst = slot_of<float>(slot_ + "." + name, n);
+    fill_value(dst, n, fill);
+    const std::int64_t heads = t == TensorId::kQ ? c_.heads : c_.kv_heads;
+    const std::int64_t dim = t == TensorId::kV ? c_.v_head_dim : c_.head_dim;
+    const double scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
+    fill_recipe_mapped(dst, rows, c_.data, t, scale, c_.dtype, static_cast<std::uint32_t>(heads),
+                       static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot, slot_ + "." + name + ".map");
+    return dst;
+  };
+  in_.q = make("q", TensorId::kQ, false, q_rows, 0.0f);
+  in_.k = make("k", TensorId::kK, false, k_rows, poison);
+  in_.v = make("v", TensorId::kV, false, k_rows, poison);
+  if (c_.kv_cache) {
+    in_.k_new = make("k_new", TensorId::kK, true, new_rows, 0.0f);
+    in_.v_new = make("v_new", TensorId::kV, true, new_rows, 0.0f);
+  }
+  check_last("materialize on device");
+}
+
+DeviceCase::DeviceCase(const KernelCase& c, const CaseTensors& t, const std::string& slot) : c_(c), slot_(slot) {
+  prepare_metadata();
+  auto up = [&](const char* name, const HostTensor& h) -> const float* {
+    if (h.empty()) return nullptr;
+    auto* dst = slot_of<float>(slot_ + "." + name, h.data.size());
+    copy_to_device(dst, h.data.data(), h.data.size() * sizeof(float));
+    return dst;
+  };
+  in_.q = up("q", t.q);
+  in_.k = up("k", t.k);
+  in_.v = up("v", t.v);
+  in_.k_new = up("k_new", t.k_new);
+  in_.v_new = up("v_new", t.v_new);
+}
+
+CaseTensors DeviceCase::download() const {
+  CaseTensors t;
+  auto down = [&](HostTensor& h, const float* src, std::vector<std::int64_t> shape) {
+    if (!src) return;
+    h = HostTensor(std::move(shape), 0.0f);
+    copy_to_host(h.data.data(), src, h.data.size() * sizeof(float));
+  };
+  down(t.q, in_.q, shape_of(c_, g_, TensorId::kQ, false));
+  down(t.k, in_.k, shape_of(c_, g_, TensorId::kK, false));
+  down(t.v, in_.v, shape_of(c_, g_, TensorId::kV, false));
+  if (c_.kv_cache) {
+    down(t.k_new, in_.k_new, shape_of(c_, g_, TensorId::kK, true));
+    down(t.v_new, in_.v_new, shape_of(c_, g_, TensorId::kV, true));
+  }
+  t.block_table = block_table(c_);
+  return t;
+}
+
+}  // namespace flashcheck::device

@@ -1,0 +1,76 @@
+#include "core/device/device_memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+
+namespace flashcheck::device {
+namespace {
+
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Slot {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+};
+
+}  // namespace
+
+void check(int code, const char* what) {
+  const auto e = static_cast<cudaError_t>(code);
+  if (e == cudaSuccess) return;
+  throw CudaError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")", is_sticky(e));
+}
+
+void check_last(const char* what, bool sync) {
+  check(cudaGetLastError(), what);
+  if (sync) check(cudaDeviceSynchronize(), what);
+}
+
+void* slot(const std::string& name, std::size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::string, Slot> slots;
+  std::lock_guard<std::mutex> lock(mu);
+  Slot& s = slots[name];
+  if (s.bytes < bytes) {
+    if (s.ptr) check(cudaFree(s.ptr), "cudaFree");
+    s.ptr = nullptr;
+    s.bytes = 0;
+    const std::size_t grown = bytes + bytes / 4;  // room to grow before the next reallocation
+    check(cudaMalloc(&s.ptr, grown), "cudaMalloc");
+    s.bytes = grown;
+  }
+  return s.ptr;
+}
+
+void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+}
+void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+}
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+bool available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace flashcheck::device

@@ -1,0 +1,85 @@
+#include "core/device/device_output.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "core/device/device_memory.h"
+
+namespace flashcheck::device {
+namespace {
+
+// The bit patterns of kernels/output_buffer.cc, so that host and device reports read alike.
+constexpr std::uint32_t kUnwrittenBits = 0x7FD1CEADu;
+constexpr std::uint32_t kCanaryBits = 0x7FCA0A0Au;
+
+__global__ void pattern_kernel(std::uint32_t* p, std::int64_t total, std::int64_t margin) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    p[i] = (i < margin || i >= total - margin) ? kCanaryBits : kUnwrittenBits;
+}
+
+__global__ void count_kernel(const std::uint32_t* p, std::int64_t begin, std::int64_t end, std::uint32_t bits,
+                             bool equal, unsigned long long* n) {
+  unsigned long long local = 0;
+  for (std::int64_t i = begin + blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < end;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    local += ((p[i] == bits) == equal) ? 1 : 0;
+  if (local) atomicAdd(n, local);
+}
+
+unsigned blocks(std::int64_t n) { return static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256 + 1, 4096)); }
+
+std::int64_t count(const float* base, std::int64_t begin, std::int64_t end, std::uint32_t bits, bool equal) {
+  if (end <= begin) return 0;
+  auto* n = slot_of<unsigned long long>("output.count", 1);
+  const unsigned long long zero = 0;
+  copy_to_device(n, &zero, sizeof zero);
+  count_kernel<<<blocks(end - begin), 256>>>(reinterpret_cast<const std::uint32_t*>(base), begin, end, bits, equal, n);
+  check_last("output buffer count");
+  unsigned long long host = 0;
+  copy_to_host(&host, n, sizeof host);
+  return static_cast<std::int64_t>(host);
+}
+
+}  // namespace
+
+DeviceOutput::DeviceOutput(std::int64_t out_elems, std::int64_t lse_elems, std::int64_t margin, const std::string& slot)
+    : out_elems_(out_elems), lse_elems_(lse_elems), margin_(margin) {
+  out_ = slot_of<float>(slot + ".out", static_cast<std::size_t>(out_elems + 2 * margin));
+  lse_ = slot_of<float>(slot + ".lse", static_cast<std::size_t>(lse_elems + 2 * margin));
+  poison();
+}
+
+void DeviceOutput::poison() {
+  pattern_kernel<<<blocks(out_elems_ + 2 * margin_), 256>>>(reinterpret_cast<std::uint32_t*>(out_), out_elems_ + 2 * margin_, margin_);
+  pattern_kernel<<<blocks(lse_elems_ + 2 * margin_), 256>>>(reinterpret_cast<std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_);
+  check_last("output buffer poison");
+  lse_written = false;
+}
+
+std::int64_t DeviceOutput::canary_damage() const {
+  std::int64_t n = 0;
+  for (const float* base : {out_, lse_}) {
+    const std::int64_t total = (base == out_ ? out_elems_ : lse_elems_) + 2 * margin_;
+    n += count(base, 0, margin_, kCanaryBits, false) + count(base, total - margin_, total, kCanaryBits, false);
+  }
+  return n;
+}
+
+std::int64_t DeviceOutput::unwritten() const { return count(out_, margin_, margin_ + out_elems_, kUnwrittenBits, true); }
+
+AttentionResult DeviceOutput::download() const {
+  AttentionResult r;
+  std::vector<float> f(static_cast<std::size_t>(out_elems_));
+  copy_to_host(f.data(), out(), f.size() * sizeof(float));
+  r.out.assign(f.begin(), f.end());
+  if (lse_written) {
+    f.resize(static_cast<std::size_t>(lse_elems_));
+    copy_to_host(f.data(), lse(), f.size() * sizeof(float));
+    r.lse.assign(f.begin(), f.end());
+  }
+  return r;
+}
+
+}  // namespace flashcheck::device

@@ -1,0 +1,59 @@
+#include "kernels/cuda/device_kernel.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "core/device/device_case.h"
+#include "core/device/device_memory.h"
+#include "core/device/device_output.h"
+
+namespace flashcheck {
+
+void DeviceKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) {
+  const device::DeviceCase dc(c, in, "host-path");
+  device::DeviceOutput dout(out.out_elems(), out.lse_elems(), canary_margin(c), "host-path.out");
+  run_device(dc, dout);
+  device::synchronize();
+  const AttentionResult r = dout.download();
+  std::transform(r.out.begin(), r.out.end(), out.out(), [](double x) { return static_cast<float>(x); });
+  if (dout.lse_written) {
+    std::transform(r.lse.begin(), r.lse.end(), out.lse(), [](double x) { return static_cast<float>(x); });
+    out.lse_written = true;
+  }
+}
+
+ContractCheck DeviceKernel::check(const KernelCase& c) const {
+  if (!device::available()) {
+    ContractCheck r;
+    r.supported = false;
+    r.reason = "no CUDA device on this machine";
+    return r;
+  }
+  return Kernel::check(c);
+}
+
+std::string cuda_sticky_error() {
+  // A sticky error is reported by every later call; synchronizing surfaces an asynchronous one.
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaPeekAtLastError();
+  if (e == cudaSuccess) return "";
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+      return std::string("sticky CUDA error: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    default:
+      cudaGetLastError();  // a recoverable error: clear it
+      return "";
+  }
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,83 @@
+// The `device-reference` property (CUDA builds): the fp32 device reference agrees with the fp64 host
+// reference on generated cases. It judges the reference, not a kernel; it runs only with tiled-cpu,
+// whose contract reaches every feature of the case model.
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/device/device_case.h"
+#include "properties/property.h"
+#include "reference/device/attention.h"
+#include "reference/host/attention.h"
+
+namespace flashcheck {
+namespace {
+
+class DeviceReferenceAgreement : public Property {
+ public:
+  std::string_view name() const override { return "device-reference"; }
+  std::string_view description() const override {
+    return "the fp32 device reference matches the fp64 host reference within 8 u of each element's sensitivity";
+  }
+  std::string unsupported_reason(const Kernel& k) const override {
+    return k.name() == "tiled-cpu" ? "" : "checks the device reference itself; run it with --kernel tiled-cpu";
+  }
+  Verdict check(Kernel& k, const KernelCase& c) const override {
+    const auto start = std::chrono::steady_clock::now();
+    Verdict v;
+    v.kernel = std::string(k.name());
+    v.property = std::string(name());
+    const CaseTensors t = materialize(c);
+    for (EmptyRow conv : {EmptyRow::kZero, EmptyRow::kNaN, EmptyRow::kUniform}) {
+      const AttentionResult host = reference::host_attention(c, t, conv);
+      const device::DeviceCase dc(c, t, "refcheck");
+      const AttentionResult dev = device::download(dc, device::device_reference(dc, conv, "refcheck.truth"));
+      const std::string why = disagreement(c, host, dev);
+      if (!why.empty()) {
+        v.kind = VerdictKind::kFail;
+        v.reason = fmt::format("empty rows as {}: {}", to_string(conv), why);
+        break;
+      }
+    }
+    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return v;
+  }
+
+ private:
+  static std::string disagreement(const KernelCase& c, const AttentionResult& host, const AttentionResult& dev) {
+    constexpr double kU32 = 0x1.0p-24, kLambda = 8.0;
+    const std::int64_t dv = c.v_head_dim;
+    for (std::size_t cell = 0; cell < host.empty.size(); ++cell) {
+      if (host.empty[cell] != dev.empty[cell])
+        return fmt::format("cell {}: empty {} on the host, {} on the device", cell, host.empty[cell], dev.empty[cell]);
+      for (std::int64_t x = 0; x < dv; ++x) {
+        const std::size_t at = cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x);
+        const double h = host.out[at], d = dev.out[at];
+        if (std::isnan(h) || std::isnan(d)) {
+          if (std::isnan(h) != std::isnan(d)) return fmt::format("element {}: host {} device {}", at, h, d);
+          continue;
+        }
+        // The device computes in fp32 and its own sensitivity bounds its rounding: the host's
+        // sensitivity times the same lambda the tolerance rule uses, plus one rounding of the value.
+        const double bound = kLambda * kU32 * host.noise[at] + kU32 * std::fabs(h);
+        if (!(std::fabs(h - d) <= bound))
+          return fmt::format("element {}: host {:.9g} device {:.9g}, difference {:.3g} > {:.3g}", at, h, d, std::fabs(h - d), bound);
+      }
+      if (!host.empty[cell]) {
+        const double bound = kLambda * kU32 * host.lse_noise[cell];
+        if (!(std::fabs(host.lse[cell] - dev.lse[cell]) <= bound))
+          return fmt::format("LSE of cell {}: host {:.9g} device {:.9g}", cell, host.lse[cell], dev.lse[cell]);
+      }
+    }
+    return "";
+  }
+};
+
+}  // namespace
+
+const Property& device_reference_property() {
+  static const DeviceReferenceAgreement p;
+  return p;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,306 @@
+#include "reference/device/attention.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/device/device_memory.h"
+#include "core/geometry.h"
+
+namespace flashcheck::device {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxPerLane = 16;  // head dims up to 512
+
+struct Params {
+  DeviceInputs in;
+  std::int32_t page_size, total_q, H, Hk, d, dv, group;
+  float scale, softcap;
+  std::int32_t win_left, win_right;
+  DType dtype;
+  EmptyRow empty_row;
+  bool cache, paged;
+  DeviceResult res;
+};
+
+Params make_params(const DeviceCase& dc, EmptyRow conv, const DeviceResult& res) {
+  const KernelCase& c = dc.kcase();
+  const MaskRule rule = mask_rule(c);
+  Params p;
+  p.in = dc.inputs();
+  p.page_size = static_cast<std::int32_t>(c.paging.page_size);
+  p.total_q = static_cast<std::int32_t>(dc.geometry().total_q);
+  p.H = static_cast<std::int32_t>(c.heads);
+  p.Hk = static_cast<std::int32_t>(c.kv_heads);
+  p.d = static_cast<std::int32_t>(c.head_dim);
+  p.dv = static_cast<std::int32_t>(c.v_head_dim);
+  p.group = static_cast<std::int32_t>(c.group());
+  p.scale = static_cast<float>(c.softmax_scale());
+  p.softcap = static_cast<float>(c.softcap);
+  p.win_left = static_cast<std::int32_t>(rule.left);
+  p.win_right = static_cast<std::int32_t>(rule.right);
+  p.dtype = c.dtype;
+  p.empty_row = conv;
+  p.cache = c.kv_cache;
+  p.paged = c.kv_storage == KvStorage::kPaged;
+  p.res = res;
+  return p;
+}
+
+__device__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+__device__ float round_dt(DType t, float x) {
+  if (t == DType::kBF16) return __bfloat162float(__float2bfloat16_rn(x));
+  if (t == DType::kF16) return __half2float(__float2half_rn(x));
+  return x;
+}
+
+// Row of K (or V) holding key j (logical position p0 + j) of sequence b, KV head kh.
+__device__ const float* kv_row(const Params& p, const DeviceSeq& s, int b, int j, int kh, bool value) {
+  const int pos = s.p0 + j;
+  const int dim = value ? p.dv : p.d;
+  long long row;
+  const float* base;
+  if (p.cache && pos >= s.cache_len) {
+    row = s.new_start + (pos - s.cache_len);
+    base = value ? p.in.v_new : p.in.k_new;
+  } else {
+    row = p.paged ? static_cast<long long>(p.in.block_table[b * p.in.max_blocks + pos / p.page_size]) * p.page_size +
+                        pos % p.page_size
+                  : static_cast<long long>(s.k_start) + pos;
+    base = value ? p.in.v : p.in.k;
+  }
+  return base + (row * p.Hk + kh) * dim;
+}
+
+struct Cell {
+  int b, i, h, kh, lo, hi, lk;
+  long long cell;
+  DeviceSeq s;
+};
+
+__device__ bool locate(const Params& p, int lane_cell, Cell& c) {
+  if (lane_cell >= p.total_q * p.H) return false;
+  c.cell = lane_cell;
+  const int row = lane_cell / p.H;
+  c.h = lane_cell % p.H;
+  c.b = p.in.row_seq[row];
+  c.s = p.in.seqs[c.b];
+  c.i = row - c.s.q_start;
+  c.kh = c.h / p.group;
+  c.lk = c.s.lk;
+  c.lo = 0;
+  c.hi = c.lk;
+  if (p.win_left >= 0 && c.i + c.s.off - p.win_left > c.lo) c.lo = c.i + c.s.off - p.win_left;
+  if (p.win_right >= 0 && c.i + c.s.off + p.win_right + 1 < c.hi) c.hi = c.i + c.s.off + p.win_right + 1;
+  return true;
+}
+
+// Writes an empty row by the convention; the uniform one averages V over all keys of the sequence.
+__device__ void write_empty(const Params& p, const Cell& c, int lane, float* out, bool rounded) {
+  for (int x = lane; x < p.dv; x += 32) {
+    float val = 0.0f;
+    if (p.empty_row == EmptyRow::kNaN) {
+      val = NAN;
+    } else if (p.empty_row == EmptyRow::kUniform && c.lk > 0) {
+      float sum = 0.0f;
+      for (int j = 0; j < c.lk; ++j) sum += kv_row(p, c.s, c.b, j, c.kh, true)[x];
+      val = sum / static_cast<float>(c.lk);
+    }
+    out[c.cell * p.dv + x] = rounded ? round_dt(p.dtype, val) : val;
+  }
+}
+
+__global__ void reference_kernel(Params p) {
+  const int lane = threadIdx.x % 32;
+  Cell c;
+  if (!locate(p, blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, c)) return;
+  if (c.hi <= c.lo) {
+    write_empty(p, c, lane, p.res.out, false);
+    if (lane == 0) {
+      p.res.empty[c.cell] = 1;
+      p.res.lse[c.cell] = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
+      p.res.lse_noise[c.cell] = 0.0f;
+    }
+    for (int x = lane; x < p.dv; x += 32) p.res.noise[c.cell * p.dv + x] = 0.0f;
+    return;
+  }
+  float q[kMaxPerLane];
+  const float* qrow = p.in.q + (static_cast<long long>(c.s.q_start + c.i) * p.H + c.h) * p.d;
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t) q[t] = (lane + 32 * t < p.d) ? qrow[lane + 32 * t] : 0.0f;
+  auto logit_of = [&](int j, float* abs_dot) {
+    const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
+    float part = 0.0f, part_abs = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kMaxPerLane; ++t)
+      if (lane + 32 * t < p.d) {
+        const float x = q[t] * k[lane + 32 * t];
+        part += x;
+        part_abs += fabsf(x);
+      }
+    part = warp_sum(part);
+    if (abs_dot) *abs_dot = warp_sum(part_abs) * fabsf(p.scale);
+    float s = part * p.scale;
+    if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+    return s;
+  };
+  float m = -INFINITY, smax = 0.0f;
+  for (int j = c.lo; j < c.hi; ++j) {
+    float a;
+    const float s = logit_of(j, &a);
+    if (s > m || isnan(s)) m = s;
+    smax = fmaxf(smax, a);
+  }
+  float acc[kMaxPerLane], spread[kMaxPerLane];
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t) acc[t] = spread[t] = 0.0f;
+  float z = 0.0f;
+  for (int j = c.lo; j < c.hi; ++j) {
+    const float e = expf(logit_of(j, nullptr) - m);
+    z += e;
+    const float* v = kv_row(p, c.s, c.b, j, c.kh, true);
+#pragma unroll
+    for (int t = 0; t < kMaxPerLane; ++t)
+      if (lane + 32 * t < p.dv) {
+        const float vx = v[lane + 32 * t];
+        acc[t] += e * vx;
+        spread[t] += e * fabsf(vx);
+      }
+  }
+  // Sensitivity as in reference/host/attention.cc, with sum_j P_j |v_j - O| bounded by sum_j P_j |v_j| + |O|
+  // so that one pass suffices.
+  const float ds = sqrtf(static_cast<float>(p.d)) * smax;
+  const float terms = sqrtf(static_cast<float>(c.hi - c.lo + 1));
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t)
+    if (lane + 32 * t < p.dv) {
+      const float o = acc[t] / z, a = spread[t] / z;
+      p.res.out[c.cell * p.dv + lane + 32 * t] = o;
+      p.res.noise[c.cell * p.dv + lane + 32 * t] = ds * (a + fabsf(o)) + terms * a + fabsf(o);
+    }
+  if (lane == 0) {
+    p.res.empty[c.cell] = 0;
+    p.res.lse[c.cell] = m + logf(z);
+    p.res.lse_noise[c.cell] = ds + fabsf(m) + fabsf(logf(z)) + terms;
+  }
+}
+
+__global__ void baseline_kernel(Params p) {
+  const int lane = threadIdx.x % 32;
+  Cell c;
+  if (!locate(p, blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, c)) return;
+  if (c.hi <= c.lo) {
+    write_empty(p, c, lane, p.res.out, true);
+    if (lane == 0) p.res.lse[c.cell] = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
+    return;
+  }
+  float q[kMaxPerLane];
+  const float* qrow = p.in.q + (static_cast<long long>(c.s.q_start + c.i) * p.H + c.h) * p.d;
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t) q[t] = (lane + 32 * t < p.d) ? qrow[lane + 32 * t] : 0.0f;
+  // k' = rd(k * scale); s = rd(q . k'); softcap each step in the dtype.
+  auto logit_of = [&](int j) {
+    const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
+    float part = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kMaxPerLane; ++t)
+      if (lane + 32 * t < p.d) part += q[t] * round_dt(p.dtype, k[lane + 32 * t] * p.scale);
+    float s = round_dt(p.dtype, warp_sum(part));
+    if (p.softcap > 0.0f)
+      s = round_dt(p.dtype, round_dt(p.dtype, tanhf(round_dt(p.dtype, s / p.softcap))) * p.softcap);
+    return s;
+  };
+  float m = -INFINITY;
+  for (int j = c.lo; j < c.hi; ++j) {
+    const float s = logit_of(j);
+    if (s > m || isnan(s)) m = s;
+  }
+  float z = 0.0f;
+  for (int j = c.lo; j < c.hi; ++j) z += expf(logit_of(j) - m);
+  float acc[kMaxPerLane];
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t) acc[t] = 0.0f;
+  for (int j = c.lo; j < c.hi; ++j) {
+    const float pj = round_dt(p.dtype, expf(logit_of(j) - m) / z);
+    const float* v = kv_row(p, c.s, c.b, j, c.kh, true);
+#pragma unroll
+    for (int t = 0; t < kMaxPerLane; ++t)
+      if (lane + 32 * t < p.dv) acc[t] += pj * v[lane + 32 * t];
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxPerLane; ++t)
+    if (lane + 32 * t < p.dv) p.res.out[c.cell * p.dv + lane + 32 * t] = round_dt(p.dtype, acc[t]);
+  if (lane == 0) p.res.lse[c.cell] = m + logf(z);
+}
+
+unsigned grid_for(const Params& p) {
+  const long long cells = static_cast<long long>(p.total_q) * p.H;
+  return static_cast<unsigned>((cells + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+}  // namespace
+
+DeviceResult device_reference(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
+  const CaseGeometry& g = dc.geometry();
+  const KernelCase& c = dc.kcase();
+  const std::size_t cells = static_cast<std::size_t>(g.total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
+  if (c.head_dim > 32 * kMaxPerLane || c.v_head_dim > 32 * kMaxPerLane)
+    throw std::invalid_argument("device reference: head dims above 512 are not supported");
+  DeviceResult r;
+  r.out = slot_of<float>(slot + ".out", elems);
+  r.lse = slot_of<float>(slot + ".lse", cells);
+  r.empty = slot_of<std::uint8_t>(slot + ".empty", cells);
+  r.noise = slot_of<float>(slot + ".noise", elems);
+  r.lse_noise = slot_of<float>(slot + ".lse_noise", cells);
+  if (cells == 0) return r;
+  const Params p = make_params(dc, empty_row, r);
+  reference_kernel<<<grid_for(p), 32 * kWarpsPerBlock>>>(p);
+  check_last("device reference");
+  return r;
+}
+
+DeviceResult device_baseline(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
+  const CaseGeometry& g = dc.geometry();
+  const KernelCase& c = dc.kcase();
+  const std::size_t cells = static_cast<std::size_t>(g.total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
+  DeviceResult r;
+  r.out = slot_of<float>(slot + ".out", elems);
+  r.lse = slot_of<float>(slot + ".lse", cells);
+  if (cells == 0) return r;
+  const Params p = make_params(dc, empty_row, r);
+  baseline_kernel<<<grid_for(p), 32 * kWarpsPerBlock>>>(p);
+  check_last("device baseline");
+  return r;
+}
+
+AttentionResult download(const DeviceCase& dc, const DeviceResult& r) {
+  const CaseGeometry& g = dc.geometry();
+  const KernelCase& c = dc.kcase();
+  const std::size_t cells = static_cast<std::size_t>(g.total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
+  AttentionResult a;
+  auto get = [](const float* src, std::size_t n) {
+    std::vector<float> f(n);
+    copy_to_host(f.data(), src, n * sizeof(float));
+    return std::vector<double>(f.begin(), f.end());
+  };
+  if (r.out) a.out = get(r.out, elems);
+  if (r.lse) a.lse = get(r.lse, cells);
+  if (r.noise) a.noise = get(r.noise, elems);
+  if (r.lse_noise) a.lse_noise = get(r.lse_noise, cells);
+  if (r.empty) {
+    a.empty.resize(cells);
+    copy_to_host(a.empty.data(), r.empty, cells);
+  }
+  return a;
+}
+
+}  // namespace flashcheck::device

@@ -1,0 +1,268 @@
+#include "reference/device/compare.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/device/device_memory.h"
+
+namespace flashcheck::device {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr float kU32 = 5.9604644775390625e-08f;  // 2^-24
+// The constants of core/compare.cc.
+constexpr float kNoiseLambda = 8.0f, kNoiseLambdaMean = 2.0f, kMeanFloorFraction = 0.1f;
+
+struct Acc {
+  unsigned long long worst;      // (error bits << 32) | element index; errors are >= 0 so bits order as values
+  unsigned int base_max, floor_max;  // float bits
+  double err_sum, base_sum, mean_floor_sum;
+  unsigned long long compared, nonfinite, empty_rows, empty_wrong, first_empty_wrong, mismatches;
+  unsigned long long lse_worst;
+  unsigned int lse_base_max, lse_floor_max;
+};
+
+struct Args {
+  const float *out, *lse, *t_out, *t_lse, *t_noise, *t_lse_noise, *b_out, *b_lse;
+  const std::uint8_t* empty;
+  long long cells;
+  int dv, mantissa_bits, min_normal_exp;
+  EmptyRow conv;
+  bool check_lse;
+  float bound;  // second pass only
+  Acc* acc;
+};
+
+__device__ float spacing(const Args& a, float t) {  // ulp of the dtype at |t| + 0.3
+  int e = 0;
+  frexpf(fabsf(t) + 0.3f, &e);
+  return ldexpf(1.0f, max(e - 1, a.min_normal_exp) - a.mantissa_bits);
+}
+
+__device__ unsigned long long pack(float e, unsigned int idx) {
+  unsigned int bits;
+  memcpy(&bits, &e, 4);
+  return (static_cast<unsigned long long>(bits) << 32) | idx;
+}
+
+__device__ unsigned long long warp_max_u64(unsigned long long x) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y > x ? y : x;
+  }
+  return x;
+}
+__device__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ double warp_sum(double x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ unsigned long long warp_sum_u64(unsigned long long x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ unsigned int bits_of(float f) {
+  unsigned int b;
+  memcpy(&b, &f, 4);
+  return b;
+}
+
+// One warp per (row, head) cell; lanes stride over the channels.
+__global__ void compare_kernel(Args a) {
+  const long long cell = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (cell >= a.cells) return;
+  const bool empty = a.empty[cell] != 0;
+  if (empty && a.conv != EmptyRow::kUniform) {
+    unsigned long long first = ~0ull;
+    for (int x = lane; x < a.dv; x += 32) {
+      const float o = a.out[cell * a.dv + x];
+      const bool ok = a.conv == EmptyRow::kZero ? o == 0.0f : isnan(o);
+      if (!ok) first = min(first, static_cast<unsigned long long>(cell * a.dv + x));
+    }
+    for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+    if (lane == 0) {
+      atomicAdd(&a.acc->empty_rows, 1ull);
+      if (first != ~0ull) {
+        atomicAdd(&a.acc->empty_wrong, 1ull);
+        atomicMin(&a.acc->first_empty_wrong, first);
+      }
+    }
+    return;
+  }
+  unsigned long long worst = 0, compared = 0, nonfinite = 0;
+  float base_max = 0.0f, floor_max = 0.0f;
+  double err_sum = 0, base_sum = 0, mfloor = 0;
+  for (int x = lane; x < a.dv; x += 32) {
+    const long long at = cell * a.dv + x;
+    const float o = a.out[at], t = a.t_out[at], p = a.b_out[at];
+    ++compared;
+    if (!isfinite(t)) {
+      const bool same = (isnan(o) && isnan(t)) || (isinf(o) && o == t);
+      if (!same) {
+        ++nonfinite;
+        worst = max(worst, pack(INFINITY, static_cast<unsigned int>(at)));
+      }
+      continue;
+    }
+    float e = fabsf(o - t);
+    if (!isfinite(o)) {
+      ++nonfinite;
+      e = INFINITY;
+    }
+    const float be = fabsf(p - t);
+    const float nz = a.t_noise[at];
+    const float sp = spacing(a, t);
+    const float fl = fmaxf(2.0f * sp, kNoiseLambda * kU32 * nz);
+    if (isfinite(e)) err_sum += e;
+    if (isfinite(be)) base_sum += be;
+    mfloor += fmaxf(kMeanFloorFraction * sp, kNoiseLambdaMean * kU32 * nz);
+    floor_max = fmaxf(floor_max, fl);
+    base_max = isnan(be) ? INFINITY : fmaxf(base_max, be);
+    worst = max(worst, pack(e, static_cast<unsigned int>(at)));
+  }
+  worst = warp_max_u64(worst);
+  base_max = warp_max(base_max);
+  floor_max = warp_max(floor_max);
+  err_sum = warp_sum(err_sum);
+  base_sum = warp_sum(base_sum);
+  mfloor = warp_sum(mfloor);
+  compared = warp_sum_u64(compared);
+  nonfinite = warp_sum_u64(nonfinite);
+  if (lane == 0) {
+    if (empty) atomicAdd(&a.acc->empty_rows, 1ull);
+    atomicMax(&a.acc->worst, worst);
+    atomicMax(&a.acc->base_max, bits_of(base_max));
+    atomicMax(&a.acc->floor_max, bits_of(floor_max));
+    atomicAdd(&a.acc->err_sum, err_sum);
+    atomicAdd(&a.acc->base_sum, base_sum);
+    atomicAdd(&a.acc->mean_floor_sum, mfloor);
+    atomicAdd(&a.acc->compared, compared);
+    atomicAdd(&a.acc->nonfinite, nonfinite);
+    if (a.check_lse && !empty) {
+      const float lt = a.t_lse[cell], lo = a.lse[cell], lb = a.b_lse[cell];
+      float e = fabsf(lo - lt);
+      if (!isfinite(lo)) e = INFINITY;
+      if (isnan(e)) e = INFINITY;
+      atomicMax(&a.acc->lse_worst, pack(e, static_cast<unsigned int>(cell)));
+      atomicMax(&a.acc->lse_base_max, bits_of(fabsf(lb - lt)));
+      atomicMax(&a.acc->lse_floor_max, bits_of(fmaxf(2.0f * spacing(a, lt), kNoiseLambda * kU32 * a.t_lse_noise[cell])));
+    }
+  }
+}
+
+__global__ void mismatch_kernel(Args a) {
+  const long long cell = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (cell >= a.cells) return;
+  if (a.empty[cell] != 0 && a.conv != EmptyRow::kUniform) return;
+  unsigned long long n = 0;
+  for (int x = lane; x < a.dv; x += 32) {
+    const long long at = cell * a.dv + x;
+    const float o = a.out[at], t = a.t_out[at];
+    const bool ok = isfinite(t) ? fabsf(o - t) <= a.bound : ((isnan(o) && isnan(t)) || (isinf(o) && o == t));
+    n += ok ? 0 : 1;
+  }
+  n = warp_sum_u64(n);
+  if (lane == 0 && n) atomicAdd(&a.acc->mismatches, n);
+}
+
+float float_of(unsigned int bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+Comparison device_compare(const DeviceCase& dc, const float* out, const float* lse, const DeviceResult& truth,
+                          const DeviceResult& baseline, EmptyRow convention, const ToleranceRule& rule) {
+  const KernelCase& c = dc.kcase();
+  const CaseGeometry& g = dc.geometry();
+  const detail::FloatFormat f = detail::format_of(c.dtype);
+  Args a{};
+  a.out = out;
+  a.lse = lse;
+  a.t_out = truth.out;
+  a.t_lse = truth.lse;
+  a.t_noise = truth.noise;
+  a.t_lse_noise = truth.lse_noise;
+  a.b_out = baseline.out;
+  a.b_lse = baseline.lse;
+  a.empty = truth.empty;
+  a.cells = g.total_q * c.heads;
+  a.dv = static_cast<int>(c.v_head_dim);
+  a.mantissa_bits = f.mantissa_bits;
+  a.min_normal_exp = f.min_normal_exp;
+  a.conv = convention;
+  a.check_lse = lse != nullptr;
+  Acc init{};
+  init.first_empty_wrong = ~0ull;
+  a.acc = slot_of<Acc>("compare.acc", 1);
+  copy_to_device(a.acc, &init, sizeof init);
+  Comparison cmp;
+  if (a.cells > 0) {
+    const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
+    compare_kernel<<<grid, 32 * kWarps>>>(a);
+    check_last("device compare");
+  }
+  Acc acc{};
+  copy_to_host(&acc, a.acc, sizeof acc);
+  cmp.compared = static_cast<std::int64_t>(acc.compared);
+  cmp.nonfinite = static_cast<std::int64_t>(acc.nonfinite);
+  cmp.empty_rows = static_cast<std::int64_t>(acc.empty_rows);
+  cmp.empty_wrong = static_cast<std::int64_t>(acc.empty_wrong);
+  cmp.base_max = float_of(acc.base_max);
+  cmp.floor = float_of(acc.floor_max);
+  cmp.bound = rule.k_max * cmp.base_max + cmp.floor;
+  const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
+  cmp.err_mean = cmp.nonfinite ? INFINITY : acc.err_sum / n;
+  cmp.base_mean = acc.base_sum / n;
+  cmp.mean_bound = rule.k_mean * cmp.base_mean + acc.mean_floor_sum / n;
+  // Locates an element index of the packed output as (b, h, i, d) with its three values.
+  auto locate = [&](unsigned long long index, bool element) {
+    ElementLoc loc;
+    const long long cell = element ? static_cast<long long>(index) / c.v_head_dim : static_cast<long long>(index);
+    const long long row = cell / c.heads;
+    for (std::size_t b = 0; b < g.seqs.size(); ++b)
+      if (row >= g.seqs[b].q_start && row < g.seqs[b].q_start + g.seqs[b].lq) {
+        loc.b = static_cast<std::int64_t>(b);
+        loc.i = row - g.seqs[b].q_start;
+      }
+    loc.h = cell % c.heads;
+    loc.d = element ? static_cast<std::int64_t>(index % static_cast<unsigned long long>(c.v_head_dim)) : -1;
+    float vals[3];
+    const float* src[3] = {element ? out : lse, element ? truth.out : truth.lse, element ? baseline.out : baseline.lse};
+    for (int k = 0; k < 3; ++k) copy_to_host(&vals[k], src[k] + index, sizeof(float));
+    loc.out = vals[0];
+    loc.truth = vals[1];
+    loc.baseline = vals[2];
+    return loc;
+  };
+  if (cmp.compared > 0) {
+    cmp.err_max = float_of(static_cast<unsigned int>(acc.worst >> 32));
+    cmp.worst = locate(acc.worst & 0xffffffffull, true);
+    a.bound = static_cast<float>(cmp.bound);
+    const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
+    mismatch_kernel<<<grid, 32 * kWarps>>>(a);
+    check_last("device compare (mismatches)");
+    copy_to_host(&acc, a.acc, sizeof acc);
+    cmp.mismatches = static_cast<std::int64_t>(acc.mismatches);
+  }
+  if (cmp.empty_wrong > 0) cmp.first_empty_wrong = locate(acc.first_empty_wrong, true);
+  if (lse) {
+    cmp.lse_checked = true;
+    cmp.lse_err = float_of(static_cast<unsigned int>(acc.lse_worst >> 32));
+    cmp.lse_base = float_of(acc.lse_base_max);
+    cmp.lse_bound = rule.k_lse * cmp.lse_base + float_of(acc.lse_floor_max);
+    if (acc.lse_worst) cmp.lse_worst = locate(acc.lse_worst & 0xffffffffull, false);
+  }
+  return cmp;
+}
+
+}  // namespace flashcheck::device
