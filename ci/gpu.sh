@@ -7,13 +7,13 @@
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_CASES=N      cases per CUDA kernel and property in the campaign (default 1500)
 #   GPU_CAMPAIGN_PROPERTY=P   property of the campaign (default all)
-#   GPU_STAGES="..."          subset of: tests refcheck gate campaign bench (default: all)
+#   GPU_STAGES="..."          subset of: tests refcheck replay gate campaign bench probes (default: all)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-stages=${GPU_STAGES:-"tests refcheck gate campaign bench"}
+stages=${GPU_STAGES:-"tests refcheck replay gate campaign bench probes"}
 cases=${GPU_CAMPAIGN_CASES:-1500}
 campaign_property=${GPU_CAMPAIGN_PROPERTY:-all}
 declare -a table
@@ -58,7 +58,13 @@ fi
 
 if has refcheck; then
   fc fuzz --kernel tiled-cpu --property device-reference --cases 10000 --seed 5 --out "$out/refcheck" > "$out/refcheck.txt" 2>&1 || status=1
-  row "device reference vs host fp64" "$(head -1 "$out/refcheck.txt" | sed 's/^[^:]*: //')"
+  row "device reference vs host fp64" "$(grep -E ' cases in ' "$out/refcheck.txt" | head -1 | sed 's/^[^:]*: //')"
+fi
+
+if has replay; then
+  fc replay fixtures > "$out/replay.txt" 2>&1; rc=$?
+  [ $rc -eq 0 ] || status=1
+  row "replay fixtures/ (all kernels)" "exit $rc: $(tail -1 "$out/replay.txt")"
 fi
 
 if has gate; then
@@ -86,10 +92,17 @@ print(' | '.join(out[:6]))" "$out/campaign-$k.json" 2>/dev/null)"
 fi
 
 if has bench; then
-  fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
-  row "bench flash-fwd-varlen" "$(cat "$out/bench.txt" | tail -1)"
+  FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
+  row "bench flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench.txt" | tail -1)"
 fi
 
+if has probes; then
+  python3 ci/gpu_probes.py > "$out/probes.txt" 2>&1
+  row "probes (ci/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
+fi
+
+# Everything in one file: the device tool brings back a handful of files only.
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null
 echo
 printf '%s\n' "${table[@]}"
 exit $status

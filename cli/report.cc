@@ -8,8 +8,9 @@ namespace flashcheck::cli {
 
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out) {
   const Registry& reg = builtin_registry();
-  if (names.empty()) {
-    out = reg.kernels();
+  if (names.empty()) {  // every kernel under test that can run on this machine
+    for (Kernel* k : reg.kernels())
+      if (k->unavailable_reason().empty()) out.push_back(k);
     return true;
   }
   for (const std::string& n : names) {

@@ -12,8 +12,8 @@
 
 namespace flashcheck::cli {
 
-// Looks up kernel names (all kernels under test when `names` is empty); prints the problem and returns
-// false on an unknown name.
+// Looks up kernel names (when `names` is empty: every kernel under test this machine can run); prints
+// the problem and returns false on an unknown name.
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out);
 
 // Property names ("all" expands to every property); prints the problem and returns false on an unknown name.

@@ -24,8 +24,15 @@ class Kernel {
   virtual std::string_view name() const = 0;
   virtual const Contract& contract() const = 0;
 
+  // Why this kernel cannot run on this machine at all (no GPU), or "". Unlike the contract, fixtures that
+  // run a kernel outside its contract cannot override this.
+  virtual std::string unavailable_reason() const { return ""; }
+
   // Whether this case can run here: the contract, plus anything only known at run time (a missing GPU).
-  virtual ContractCheck check(const KernelCase& c) const { return check_contract(contract(), c); }
+  virtual ContractCheck check(const KernelCase& c) const {
+    if (std::string why = unavailable_reason(); !why.empty()) return {false, std::move(why), {}};
+    return check_contract(contract(), c);
+  }
 
   // Computes attention for a case inside the contract and writes the valid rows of the packed output
   // (total_q, H, dv) into `out` (and the LSE, setting out.lse_written). Reports failure by throwing.

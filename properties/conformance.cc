@@ -25,7 +25,8 @@ Verdict check_conformance(Kernel& k, const KernelCase& c, const CaseTensors& t, 
     return v;
   };
   const ContractCheck support = k.check(c);
-  if (!support.supported && !opt.ignore_contract) {
+  const std::string unavailable = k.unavailable_reason();
+  if (!unavailable.empty() || (!support.supported && !opt.ignore_contract)) {
     v.kind = VerdictKind::kUnsupported;
     v.reason = support.reason;
     return finish();

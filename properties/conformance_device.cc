@@ -1,6 +1,10 @@
 #include "properties/conformance_device.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <map>
 #include <fmt/format.h>
 #include <optional>
 
@@ -14,17 +18,59 @@
 #include "reference/device/compare.h"
 
 namespace flashcheck {
+namespace {
+
+// FLASHCHECK_PROFILE=1: wall time per stage of the device path (each stage synchronized), printed at exit.
+struct Profile {
+  bool on = std::getenv("FLASHCHECK_PROFILE") != nullptr;
+  std::map<std::string, double> seconds;
+  std::int64_t cases = 0;
+  ~Profile() {
+    if (!on || cases == 0) return;
+    std::fprintf(stderr, "device conformance profile over %lld cases (ms per case):\n", static_cast<long long>(cases));
+    for (const auto& [stage, s] : seconds) std::fprintf(stderr, "  %-12s %8.3f\n", stage.c_str(), 1e3 * s / cases);
+  }
+};
+Profile& profile() {
+  static Profile p;
+  return p;
+}
+class Stage {
+ public:
+  explicit Stage(const char* name) : name_(name), start_(std::chrono::steady_clock::now()) {}
+  ~Stage() {
+    if (!profile().on) return;
+    device::synchronize();
+    profile().seconds[name_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  const char* name_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 Verdict check_conformance_device(Kernel& k, const KernelCase& c, const CaseTensors* tensors) {
   Verdict v;
   v.kernel = std::string(k.name());
   v.property = "conformance";
+  ++profile().cases;
   std::optional<device::DeviceCase> dc;
-  if (tensors) dc.emplace(c, *tensors);
-  else dc.emplace(c);
+  {
+    const Stage s("inputs");
+    if (tensors) dc.emplace(c, *tensors);
+    else dc.emplace(c);
+  }
   const CaseGeometry& g = dc->geometry();
-  device::DeviceOutput out(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
+  std::optional<device::DeviceOutput> out_buf;
+  {
+    const Stage s("output");
+    out_buf.emplace(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
+  }
+  device::DeviceOutput& out = *out_buf;
   try {
+    const Stage s("kernel");
     k.run_device(*dc, out);
     device::synchronize();
   } catch (const std::exception& e) {
@@ -34,13 +80,28 @@ Verdict check_conformance_device(Kernel& k, const KernelCase& c, const CaseTenso
     return v;
   }
   const EmptyRow conv = k.contract().empty_row;
-  const device::DeviceResult truth = device::device_reference(*dc, conv);
-  const device::DeviceResult base = device::device_baseline(*dc, conv);
-  const Comparison cmp =
-      device::device_compare(*dc, out.out(), out.lse_written ? out.lse() : nullptr, truth, base, conv, tolerance_for(c));
+  device::DeviceResult truth, base;
+  {
+    const Stage s("reference");
+    truth = device::device_reference(*dc, conv);
+  }
+  {
+    const Stage s("baseline");
+    base = device::device_baseline(*dc, conv);
+  }
+  Comparison cmp;
+  {
+    const Stage s("compare");
+    cmp = device::device_compare(*dc, out.out(), out.lse_written ? out.lse() : nullptr, truth, base, conv, tolerance_for(c));
+  }
   v.cmp = cmp;
   v.reason = failure_reason(cmp);
-  if (const std::int64_t damage = out.canary_damage(); damage > 0 && v.reason.empty())
+  std::int64_t damage = 0;
+  {
+    const Stage s("canaries");
+    damage = out.canary_damage();
+  }
+  if (damage > 0 && v.reason.empty())
     v.reason = fmt::format("{} canary element{} beyond the output overwritten", damage, damage > 1 ? "s" : "");
   v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
   return v;

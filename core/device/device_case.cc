@@ -1,5 +1,6 @@
 #include "core/device/device_case.h"
 
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -25,7 +26,21 @@ std::size_t numel(const std::vector<std::int64_t>& s) {
 
 }  // namespace
 
-void DeviceCase::prepare_metadata() {
+struct DeviceCase::Staging {
+  std::vector<unsigned char> bytes;
+  // Appends an array aligned to 16 bytes and returns its offset.
+  template <typename T>
+  std::size_t add(const std::vector<T>& v) {
+    const std::size_t at = (bytes.size() + 15) / 16 * 16;
+    bytes.resize(at + v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(bytes.data() + at, v.data(), v.size() * sizeof(T));
+    return at;
+  }
+  std::size_t q_rows = 0, k_rows = 0, new_rows = 0;  // offsets of the row maps
+  std::size_t n_q = 0, n_k = 0, n_new = 0;
+};
+
+void DeviceCase::upload_metadata(Staging& st, bool with_row_maps) {
   g_ = flashcheck::geometry(c_);
   std::vector<DeviceSeq> seqs;
   std::vector<std::int32_t> row_seq(static_cast<std::size_t>(g_.total_q));
@@ -38,47 +53,55 @@ void DeviceCase::prepare_metadata() {
                     static_cast<std::int32_t>(diagonal_offset(c_.alignment, s.lq, s.lk))});
     for (std::int64_t i = 0; i < s.lq; ++i) row_seq[static_cast<std::size_t>(s.q_start + i)] = static_cast<std::int32_t>(b);
   }
-  auto* dseqs = slot_of<DeviceSeq>(slot_ + ".seqs", seqs.size());
-  copy_to_device(dseqs, seqs.data(), seqs.size() * sizeof(DeviceSeq));
-  in_.seqs = dseqs;
-  auto* drows = slot_of<std::int32_t>(slot_ + ".row_seq", row_seq.size());
-  copy_to_device(drows, row_seq.data(), row_seq.size() * sizeof(std::int32_t));
-  in_.row_seq = drows;
+  const std::size_t at_seqs = st.add(seqs), at_rows = st.add(row_seq);
+  std::size_t at_table = 0;
+  const auto table = block_table(c_);
   if (c_.kv_storage == KvStorage::kPaged) {
-    const auto table = block_table(c_);
     for (const auto& row : table) in_.max_blocks = std::max(in_.max_blocks, static_cast<std::int32_t>(row.size()));
     std::vector<std::int32_t> flat(c_.seqs.size() * static_cast<std::size_t>(std::max(in_.max_blocks, 1)), -1);
     for (std::size_t b = 0; b < table.size(); ++b)
       std::copy(table[b].begin(), table[b].end(), flat.begin() + static_cast<std::ptrdiff_t>(b * in_.max_blocks));
-    auto* dt = slot_of<std::int32_t>(slot_ + ".block_table", flat.size());
-    copy_to_device(dt, flat.data(), flat.size() * sizeof(std::int32_t));
-    in_.block_table = dt;
+    at_table = st.add(flat);
   }
+  if (with_row_maps) {
+    std::vector<RowMap> q_rows, k_rows, new_rows;
+    for (std::size_t bi = 0; bi < c_.seqs.size(); ++bi) {
+      const SeqGeometry& s = g_.seqs[bi];
+      const auto b = static_cast<std::int32_t>(bi);
+      for (std::int64_t i = 0; i < s.lq; ++i) q_rows.push_back({s.q_start + i, b, static_cast<std::int32_t>(i)});
+      const std::int64_t cached_end = c_.kv_cache ? c_.seqs[bi].cache_len : s.kv_end;
+      for (std::int64_t p = s.p0; p < cached_end; ++p) {
+        const std::int64_t row = c_.kv_storage == KvStorage::kPaged
+                                     ? static_cast<std::int64_t>(table[bi][static_cast<std::size_t>(p / c_.paging.page_size)]) *
+                                               c_.paging.page_size + p % c_.paging.page_size
+                                     : s.k_start + p;
+        k_rows.push_back({row, b, static_cast<std::int32_t>(p)});
+      }
+      if (c_.kv_cache)
+        for (std::int64_t n = 0; n < c_.seqs[bi].new_len; ++n)
+          new_rows.push_back({s.new_start + n, b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)});
+    }
+    st.q_rows = st.add(q_rows);
+    st.k_rows = st.add(k_rows);
+    st.new_rows = st.add(new_rows);
+    st.n_q = q_rows.size();
+    st.n_k = k_rows.size();
+    st.n_new = new_rows.size();
+  }
+  auto* dev = slot_of<unsigned char>(slot_ + ".meta", st.bytes.size());
+  copy_to_device(dev, st.bytes.data(), st.bytes.size());
+  in_.seqs = reinterpret_cast<const DeviceSeq*>(dev + at_seqs);
+  in_.row_seq = reinterpret_cast<const std::int32_t*>(dev + at_rows);
+  if (c_.kv_storage == KvStorage::kPaged) in_.block_table = reinterpret_cast<const std::int32_t*>(dev + at_table);
+  st.bytes.assign(1, 0);
+  base_ = dev;
 }
 
 DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), slot_(slot) {
-  prepare_metadata();
-  // Storage rows of every logical element, then one fill launch per tensor.
-  std::vector<RowMap> q_rows, k_rows, new_rows;
-  const auto table = block_table(c_);
-  for (std::size_t bi = 0; bi < c_.seqs.size(); ++bi) {
-    const SeqGeometry& s = g_.seqs[bi];
-    const auto b = static_cast<std::int32_t>(bi);
-    for (std::int64_t i = 0; i < s.lq; ++i) q_rows.push_back({s.q_start + i, b, static_cast<std::int32_t>(i)});
-    const std::int64_t cached_end = c_.kv_cache ? c_.seqs[bi].cache_len : s.kv_end;
-    for (std::int64_t p = s.p0; p < cached_end; ++p) {
-      const std::int64_t row = c_.kv_storage == KvStorage::kPaged
-                                   ? static_cast<std::int64_t>(table[bi][static_cast<std::size_t>(p / c_.paging.page_size)]) *
-                                             c_.paging.page_size + p % c_.paging.page_size
-                                   : s.k_start + p;
-      k_rows.push_back({row, b, static_cast<std::int32_t>(p)});
-    }
-    if (c_.kv_cache)
-      for (std::int64_t n = 0; n < c_.seqs[bi].new_len; ++n)
-        new_rows.push_back({s.new_start + n, b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)});
-  }
+  Staging st;
+  upload_metadata(st, true);
   const float poison = c_.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-  auto make = [&](const char* name, TensorId t, bool is_new, const std::vector<RowMap>& rows, float fill) -> float* {
+  auto make = [&](const char* name, TensorId t, bool is_new, std::size_t rows_at, std::size_t n_rows, float fill) -> float* {
     const auto shape = shape_of(c_, g_, t, is_new);
     const std::size_t n = numel(shape);
     auto* dst = slot_of<float>(slot_ + "." + name, n);
@@ -86,22 +109,23 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     const std::int64_t heads = t == TensorId::kQ ? c_.heads : c_.kv_heads;
     const std::int64_t dim = t == TensorId::kV ? c_.v_head_dim : c_.head_dim;
     const double scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
-    fill_recipe_mapped(dst, rows, c_.data, t, scale, c_.dtype, static_cast<std::uint32_t>(heads),
-                       static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot, slot_ + "." + name + ".map");
+    fill_recipe_mapped(dst, reinterpret_cast<const RowMap*>(base_ + rows_at), n_rows, c_.data, t, scale, c_.dtype,
+                       static_cast<std::uint32_t>(heads), static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot);
     return dst;
   };
-  in_.q = make("q", TensorId::kQ, false, q_rows, 0.0f);
-  in_.k = make("k", TensorId::kK, false, k_rows, poison);
-  in_.v = make("v", TensorId::kV, false, k_rows, poison);
+  in_.q = make("q", TensorId::kQ, false, st.q_rows, st.n_q, 0.0f);
+  in_.k = make("k", TensorId::kK, false, st.k_rows, st.n_k, poison);
+  in_.v = make("v", TensorId::kV, false, st.k_rows, st.n_k, poison);
   if (c_.kv_cache) {
-    in_.k_new = make("k_new", TensorId::kK, true, new_rows, 0.0f);
-    in_.v_new = make("v_new", TensorId::kV, true, new_rows, 0.0f);
+    in_.k_new = make("k_new", TensorId::kK, true, st.new_rows, st.n_new, 0.0f);
+    in_.v_new = make("v_new", TensorId::kV, true, st.new_rows, st.n_new, 0.0f);
   }
   check_last("materialize on device");
 }
 
 DeviceCase::DeviceCase(const KernelCase& c, const CaseTensors& t, const std::string& slot) : c_(c), slot_(slot) {
-  prepare_metadata();
+  Staging st;
+  upload_metadata(st, false);
   auto up = [&](const char* name, const HostTensor& h) -> const float* {
     if (h.empty()) return nullptr;
     auto* dst = slot_of<float>(slot_ + "." + name, h.data.size());

@@ -47,11 +47,15 @@ class DeviceCase {
   CaseTensors download() const;
 
  private:
-  void prepare_metadata();
+  // Host-side arrays (sequence geometry, row -> sequence, block table and, when generating, the storage
+  // rows to fill) go to the device in one copy.
+  struct Staging;
+  void upload_metadata(Staging& st, bool with_row_maps);
   KernelCase c_;
   CaseGeometry g_;
   DeviceInputs in_;
   std::string slot_;
+  const unsigned char* base_ = nullptr;  // the uploaded metadata
 };
 
 }  // namespace flashcheck::device

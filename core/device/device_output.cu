@@ -28,13 +28,27 @@ __global__ void count_kernel(const std::uint32_t* p, std::int64_t begin, std::in
   if (local) atomicAdd(n, local);
 }
 
+// Margin elements of both buffers whose bits are not the canary's, in one launch.
+__global__ void canary_kernel(const std::uint32_t* out, std::int64_t out_total, const std::uint32_t* lse,
+                              std::int64_t lse_total, std::int64_t margin, unsigned long long* n) {
+  unsigned long long local = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < 4 * margin;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t which = i / margin, at = i % margin;
+    const std::uint32_t* base = which < 2 ? out : lse;
+    const std::int64_t total = which < 2 ? out_total : lse_total;
+    const std::int64_t index = which % 2 == 0 ? at : total - margin + at;
+    local += base[index] != kCanaryBits;
+  }
+  if (local) atomicAdd(n, local);
+}
+
 unsigned blocks(std::int64_t n) { return static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256 + 1, 4096)); }
 
 std::int64_t count(const float* base, std::int64_t begin, std::int64_t end, std::uint32_t bits, bool equal) {
   if (end <= begin) return 0;
   auto* n = slot_of<unsigned long long>("output.count", 1);
-  const unsigned long long zero = 0;
-  copy_to_device(n, &zero, sizeof zero);
+  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long)), "cudaMemsetAsync");
   count_kernel<<<blocks(end - begin), 256>>>(reinterpret_cast<const std::uint32_t*>(base), begin, end, bits, equal, n);
   check_last("output buffer count");
   unsigned long long host = 0;
@@ -59,12 +73,14 @@ void DeviceOutput::poison() {
 }
 
 std::int64_t DeviceOutput::canary_damage() const {
-  std::int64_t n = 0;
-  for (const float* base : {out_, lse_}) {
-    const std::int64_t total = (base == out_ ? out_elems_ : lse_elems_) + 2 * margin_;
-    n += count(base, 0, margin_, kCanaryBits, false) + count(base, total - margin_, total, kCanaryBits, false);
-  }
-  return n;
+  auto* n = slot_of<unsigned long long>("output.canaries", 1);
+  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long)), "cudaMemsetAsync");
+  canary_kernel<<<blocks(4 * margin_), 256>>>(reinterpret_cast<const std::uint32_t*>(out_), out_elems_ + 2 * margin_,
+                                              reinterpret_cast<const std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_, n);
+  check_last("output buffer canaries");
+  unsigned long long host = 0;
+  copy_to_host(&host, n, sizeof host);
+  return static_cast<std::int64_t>(host);
 }
 
 std::int64_t DeviceOutput::unwritten() const { return count(out_, margin_, margin_ + out_elems_, kUnwrittenBits, true); }

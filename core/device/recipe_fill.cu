@@ -49,13 +49,11 @@ unsigned blocks_for(std::uint64_t n) { return static_cast<unsigned>(std::min<std
 
 }  // namespace
 
-void fill_recipe_mapped(float* dst, const std::vector<RowMap>& rows, const DataRecipe& r, TensorId t, double scale,
-                        DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot, const std::string& map_slot) {
-  if (rows.empty()) return;
-  auto* map = slot_of<RowMap>(map_slot, rows.size());
-  copy_to_device(map, rows.data(), rows.size() * sizeof(RowMap));
-  const std::uint64_t n = rows.size() * static_cast<std::uint64_t>(heads) * dim;
-  fill_mapped_kernel<<<blocks_for(n), 256>>>(dst, map, n, r.dist, r.seed, t, scale, dt, heads, dim, onehot);
+void fill_recipe_mapped(float* dst, const RowMap* rows, std::size_t n_rows, const DataRecipe& r, TensorId t,
+                        double scale, DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot) {
+  if (n_rows == 0) return;
+  const std::uint64_t n = n_rows * static_cast<std::uint64_t>(heads) * dim;
+  fill_mapped_kernel<<<blocks_for(n), 256>>>(dst, rows, n, r.dist, r.seed, t, scale, dt, heads, dim, onehot);
   check(cudaGetLastError(), "fill_recipe_mapped launch");
 }
 

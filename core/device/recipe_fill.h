@@ -26,9 +26,9 @@ struct RowMap {
 };
 
 // Fills the listed storage rows (each heads x dim values) of device tensor `dst` by the recipe, with one
-// launch; `map_slot` names the device buffer the row list is uploaded to.
-void fill_recipe_mapped(float* dst, const std::vector<RowMap>& rows, const DataRecipe& r, TensorId t, double scale,
-                        DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot, const std::string& map_slot);
+// launch; `rows` is a device array of `n_rows` entries.
+void fill_recipe_mapped(float* dst, const RowMap* rows, std::size_t n_rows, const DataRecipe& r, TensorId t,
+                        double scale, DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot);
 
 // Sets n floats of device memory to `value` (NaN poison included).
 void fill_value(float* dst, std::size_t n, float value);

@@ -23,15 +23,7 @@ void DeviceKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffer&
   }
 }
 
-ContractCheck DeviceKernel::check(const KernelCase& c) const {
-  if (!device::available()) {
-    ContractCheck r;
-    r.supported = false;
-    r.reason = "no CUDA device on this machine";
-    return r;
-  }
-  return Kernel::check(c);
-}
+std::string DeviceKernel::unavailable_reason() const { return device::available() ? "" : "no CUDA device on this machine"; }
 
 std::string cuda_sticky_error() {
   // A sticky error is reported by every later call; synchronizing surfaces an asynchronous one.

@@ -16,7 +16,7 @@ class DeviceKernel : public Kernel {
  public:
   bool on_device() const override { return true; }
   void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override;
-  ContractCheck check(const KernelCase& c) const override;
+  std::string unavailable_reason() const override;
   std::string sticky_error() const override { return cuda_sticky_error(); }
 };
 

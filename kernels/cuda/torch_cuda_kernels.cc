@@ -7,6 +7,7 @@
 #include <ATen/ops/_cudnn_attention_forward.h>
 #include <ATen/ops/_efficient_attention_forward.h>
 #include <ATen/ops/_flash_attention_forward.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/repeat_interleave.h>
 #include <fmt/format.h>
 
@@ -32,6 +33,25 @@ bool uniform_batch(const KernelCase& c) {
   return true;
 }
 
+bool some_sequence_has_more_queries_than_keys(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  for (const SeqGeometry& s : g.seqs)
+    if (s.lq > s.lk) return true;
+  return false;
+}
+
+// Known defects, kept out of the contracts so that campaigns look for new ones; each has a fixture that
+// runs the kernel on it anyway and expects the failure (docs/RESULTS.md).
+constexpr const char* kFlashWindowDefect =
+    "known defect: windows with a right bound other than 0 when q_len > k_len (FA2's window normalization "
+    "assumes k_len >= q_len; fixtures/found/flash-window-more-queries-than-keys.json)";
+constexpr const char* kFlashNoQueriesDefect =
+    "known defect: a batch without any query row fails with 'invalid argument' "
+    "(fixtures/found/flash-varlen-no-queries.json)";
+constexpr const char* kEfficientBottomRightDefect =
+    "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
+    "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
+
 Contract flash_contract(bool varlen) {
   Contract k;
   k.summary = varlen ? "aten::_flash_attention_forward, varlen mode (cum_seq_q/k, seqused_k), vendored FlashAttention-2"
@@ -55,7 +75,11 @@ class FlashForward : public DeviceKernel {
   const Contract& contract() const override { return contract_; }
   ContractCheck check(const KernelCase& c) const override {
     ContractCheck r = DeviceKernel::check(c);
-    if (r.supported && !varlen_ && !uniform_batch(c)) r = {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    if (!r.supported) return r;
+    if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    if (mask_rule(c).right != 0 && c.window != Window{} && some_sequence_has_more_queries_than_keys(c))
+      return {false, kFlashWindowDefect, {}};
+    if (geometry(c).total_q == 0) return {false, kFlashNoQueriesDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
@@ -99,7 +123,9 @@ Contract efficient_contract(bool varlen) {
   k.window = Support::kNative;                     // causal left windows only (check below)
   k.gqa = Support::kTranslated;
   k.varlen = varlen ? Support::kNative : Support::kNo;
-  k.seqused_k = varlen ? Support::kNo : Support::kNative;
+  // seqlen_k is read only together with cu_seqlens_k: a dense call silently ignores it
+  // (fixtures/found/efficient-dense-seqlen-k-ignored.json).
+  k.seqused_k = varlen ? Support::kNative : Support::kNo;
   k.dv_differs = Support::kNative;
   k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
   k.max_head_dim = 256;
@@ -109,6 +135,16 @@ Contract efficient_contract(bool varlen) {
              "window_size counts keys including the diagonal: FA window (W - 1, 0) with causal",
              "LSE is padded to a multiple of 32 query rows; the adapter keeps the valid rows"};
   return k;
+}
+
+// The varlen LSE of the memory-efficient kernel, as (total_q, H): either per sequence, (B, H, padded
+// max_q), or packed, (1, H, padded total_q).
+at::Tensor varlen_lse(const at::Tensor& lse, const KernelCase& c, const CaseGeometry& g) {
+  if (lse.size(0) == 1 && lse.size(2) >= g.total_q) return lse[0].narrow(1, 0, g.total_q).t();
+  std::vector<at::Tensor> rows;
+  for (std::size_t b = 0; b < g.seqs.size(); ++b)
+    if (g.seqs[b].lq > 0) rows.push_back(lse[static_cast<std::int64_t>(b)].narrow(1, 0, g.seqs[b].lq).t());
+  return rows.empty() ? lse.new_empty({0, c.heads}) : at::cat(rows, 0);
 }
 
 class EfficientForward : public DeviceKernel {
@@ -123,6 +159,8 @@ class EfficientForward : public DeviceKernel {
     if (c.window != Window{} && !(c.causal && m.right == 0))
       return {false, "does not support windows other than causal left windows (window_size = left + 1)", {}};
     if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    if (c.causal && c.alignment == Alignment::kBottomRight && some_sequence_has_more_queries_than_keys(c))
+      return {false, kEfficientBottomRightDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
@@ -139,12 +177,14 @@ class EfficientForward : public DeviceKernel {
     if (c.causal && a.window_left >= 0) window = a.window_left + 1;
     if (varlen_) {
       const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
+      std::optional<at::Tensor> seqlen_k;  // used keys of each allocation (xformers' padded-keys mask)
+      if (!a.seqused_k.empty()) seqlen_k = torch_cuda::int32_device(a.seqused_k);
       auto [o, lse, seed, offset, mq, mk] =
           at::_efficient_attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), std::nullopt, cq, ck,
                                            a.max_seqlen_q, a.max_seqlen_k, 0.0, mask_type, true, c.softmax_scale(),
-                                           std::nullopt, window);
+                                           seqlen_k, window);
       write_out(o.squeeze(0), out);
-      write_lse(lse.squeeze(0).narrow(1, 0, g.total_q).t(), out);  // (1, H, padded) -> (total_q, H)
+      write_lse(varlen_lse(lse, c, g), out);
       return;
     }
     const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;

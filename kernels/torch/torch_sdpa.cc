@@ -7,6 +7,7 @@
 #include <ATen/Context.h>
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/as_strided.h>
 #include <ATen/ops/empty.h>
@@ -125,11 +126,30 @@ class TorchSdpaAttention : public Kernel {
 
   std::string_view name() const override { return name_; }
   const Contract& contract() const override { return contract_; }
-  ContractCheck check(const KernelCase& c) const override {
+  std::string unavailable_reason() const override {
 #if defined(FLASHCHECK_HAVE_CUDA)
-    if (op_ == Op::kCudaSdpa && !device::available()) return {false, "no CUDA device on this machine", {}};
+    if (op_ == Op::kCudaSdpa && !device::available()) return "no CUDA device on this machine";
 #else
-    if (op_ == Op::kCudaSdpa) return {false, "built without CUDA", {}};
+    if (op_ == Op::kCudaSdpa) return "built without CUDA";
+#endif
+    return "";
+  }
+  ContractCheck check(const KernelCase& c) const override {
+    if (std::string why = unavailable_reason(); !why.empty()) return {false, std::move(why), {}};
+#if defined(FLASHCHECK_HAVE_CUDA)
+    // The flash backend rejects is_causal with q_len != k_len (sdp_utils check_flash_causal_non_square_seqlens):
+    // its top-left causal would differ from flash-attn's own bottom-right one.
+    // The cuDNN backend rejects a key length of 1 (sdp_utils: s_k != 1).
+    if (op_ == Op::kCudaSdpa && backend_ == SdpaBackend::kCudnn) {
+      const CaseGeometry g = geometry(c);
+      for (const SeqGeometry& s : g.seqs)
+        if (s.lk == 1) return {false, "does not support a key length of 1 (SDPA's cuDNN backend rejects it)", {}};
+    }
+    if (op_ == Op::kCudaSdpa && backend_ == SdpaBackend::kFlash && c.causal) {
+      const CaseGeometry g = geometry(c);
+      for (const SeqGeometry& s : g.seqs)
+        if (s.lq != s.lk) return {false, "does not support causal with q_len != k_len (SDPA's flash backend rejects it)", {}};
+    }
 #endif
     return Kernel::check(c);
   }
@@ -179,7 +199,13 @@ class TorchSdpaAttention : public Kernel {
       at::Tensor o, lse;
       if (op_ == Op::kCudaSdpa) {
         const ForcedBackend forced(backend_);
-        o = at::scaled_dot_product_attention(q, k, v, mask, 0.0, plain_top_left_causal, scale, /*enable_gqa=*/H != k.size(1));
+        at::Tensor kk = k, vv = v;
+        if (backend_ == SdpaBackend::kEfficient && H != k.size(1)) {  // no enable_gqa in this backend
+          kk = k.repeat_interleave(H / k.size(1), 1);
+          vv = v.repeat_interleave(H / v.size(1), 1);
+        }
+        o = at::scaled_dot_product_attention(q, kk, vv, mask, 0.0, plain_top_left_causal, scale,
+                                             /*enable_gqa=*/H != kk.size(1));
       } else if (op_ == Op::kCpuMath) {
         o = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, mask, 0.0, plain_top_left_causal, std::nullopt,
                                                                 scale, /*enable_gqa=*/H != k.size(1)));
@@ -219,6 +245,8 @@ class TorchSdpaAttention : public Kernel {
         break;
       case SdpaBackend::kEfficient:
         name_ = "sdpa-efficient";
+        k.gqa = Support::kTranslated;
+        k.notes.push_back("GQA: KV heads repeated by the adapter (this backend does not take enable_gqa)");
         k.summary = "scaled_dot_product_attention with only the memory-efficient backend enabled (CUDA)";
         k.zero_length = Support::kNo;
         k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};

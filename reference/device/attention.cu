@@ -104,77 +104,114 @@ __device__ bool locate(const Params& p, int lane_cell, Cell& c) {
   return true;
 }
 
+// NaN-propagating max: a NaN logit must surface, not be skipped.
+__device__ float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+__device__ float warp_nan_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = nan_max(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
 // Writes an empty row by the convention; the uniform one averages V over all keys of the sequence.
-__device__ void write_empty(const Params& p, const Cell& c, int lane, float* out, bool rounded) {
+// `noise` (reference only) gets the sensitivity of that mean: sqrt(lk + 1) mean|v| + |mean|.
+__device__ void write_empty(const Params& p, const Cell& c, int lane, float* out, float* noise, bool rounded) {
   for (int x = lane; x < p.dv; x += 32) {
-    float val = 0.0f;
+    float val = 0.0f, spread = 0.0f;
     if (p.empty_row == EmptyRow::kNaN) {
       val = NAN;
     } else if (p.empty_row == EmptyRow::kUniform && c.lk > 0) {
-      float sum = 0.0f;
-      for (int j = 0; j < c.lk; ++j) sum += kv_row(p, c.s, c.b, j, c.kh, true)[x];
+      float sum = 0.0f, abs_sum = 0.0f;
+      for (int j = 0; j < c.lk; ++j) {
+        const float v = kv_row(p, c.s, c.b, j, c.kh, true)[x];
+        sum += v;
+        abs_sum += fabsf(v);
+      }
       val = sum / static_cast<float>(c.lk);
+      spread = sqrtf(static_cast<float>(c.lk + 1)) * abs_sum / static_cast<float>(c.lk) + fabsf(val);
     }
     out[c.cell * p.dv + x] = rounded ? round_dt(p.dtype, val) : val;
+    if (noise) noise[c.cell * p.dv + x] = spread;
   }
 }
 
+constexpr int kKeysInShared = 2048;  // baseline logits kept per warp; longer rows recompute them
+
+// The lane's key logit: lane j of a chunk owns key j0 + lane. q comes from shared memory.
+template <bool kBaseline>
+__device__ float key_logit(const Params& p, const Cell& c, int j, const float* sq, float* abs_dot) {
+  const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
+  float dot = 0.0f, dabs = 0.0f;
+  for (int x = 0; x < p.d; ++x) {
+    const float kx = kBaseline ? round_dt(p.dtype, k[x] * p.scale) : k[x];
+    const float t = sq[x] * kx;
+    dot += t;
+    if (!kBaseline) dabs += fabsf(t);
+  }
+  if (kBaseline) {
+    float s = round_dt(p.dtype, dot);
+    if (p.softcap > 0.0f) s = round_dt(p.dtype, round_dt(p.dtype, tanhf(round_dt(p.dtype, s / p.softcap))) * p.softcap);
+    return s;
+  }
+  *abs_dot = dabs * fabsf(p.scale);
+  float s = dot * p.scale;
+  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  return s;
+}
+
+// One warp per (query row, head). Lanes own keys for Q.K (32 keys at a time) and channels for P.V; the
+// softmax is online over chunks of 32 keys, in fp32.
 __global__ void reference_kernel(Params p) {
-  const int lane = threadIdx.x % 32;
+  __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
-  if (!locate(p, blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, c)) return;
+  if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
   if (c.hi <= c.lo) {
-    write_empty(p, c, lane, p.res.out, false);
+    write_empty(p, c, lane, p.res.out, p.res.noise, false);
     if (lane == 0) {
       p.res.empty[c.cell] = 1;
       p.res.lse[c.cell] = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
       p.res.lse_noise[c.cell] = 0.0f;
     }
-    for (int x = lane; x < p.dv; x += 32) p.res.noise[c.cell * p.dv + x] = 0.0f;
     return;
   }
-  float q[kMaxPerLane];
+  float* sq = q_shared[warp];
   const float* qrow = p.in.q + (static_cast<long long>(c.s.q_start + c.i) * p.H + c.h) * p.d;
-#pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t) q[t] = (lane + 32 * t < p.d) ? qrow[lane + 32 * t] : 0.0f;
-  auto logit_of = [&](int j, float* abs_dot) {
-    const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
-    float part = 0.0f, part_abs = 0.0f;
-#pragma unroll
-    for (int t = 0; t < kMaxPerLane; ++t)
-      if (lane + 32 * t < p.d) {
-        const float x = q[t] * k[lane + 32 * t];
-        part += x;
-        part_abs += fabsf(x);
-      }
-    part = warp_sum(part);
-    if (abs_dot) *abs_dot = warp_sum(part_abs) * fabsf(p.scale);
-    float s = part * p.scale;
-    if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-    return s;
-  };
-  float m = -INFINITY, smax = 0.0f;
-  for (int j = c.lo; j < c.hi; ++j) {
-    float a;
-    const float s = logit_of(j, &a);
-    if (s > m || isnan(s)) m = s;
-    smax = fmaxf(smax, a);
-  }
+  for (int x = lane; x < p.d; x += 32) sq[x] = qrow[x];
+  __syncwarp();
+  float m = -INFINITY, z = 0.0f, smax = 0.0f;
   float acc[kMaxPerLane], spread[kMaxPerLane];
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t) acc[t] = spread[t] = 0.0f;
-  float z = 0.0f;
-  for (int j = c.lo; j < c.hi; ++j) {
-    const float e = expf(logit_of(j, nullptr) - m);
-    z += e;
-    const float* v = kv_row(p, c.s, c.b, j, c.kh, true);
+  for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
+    const int j = j0 + lane;
+    float s = -INFINITY, dabs = 0.0f;
+    if (j < c.hi) s = key_logit<false>(p, c, j, sq, &dabs);
+    smax = fmaxf(smax, warp_max(dabs));
+    const float m_new = nan_max(m, warp_nan_max(s));
+    const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
+    const float e = j < c.hi ? expf(s - m_new) : 0.0f;
+    z = z * keep + warp_sum(e);
 #pragma unroll
-    for (int t = 0; t < kMaxPerLane; ++t)
-      if (lane + 32 * t < p.dv) {
-        const float vx = v[lane + 32 * t];
-        acc[t] += e * vx;
-        spread[t] += e * fabsf(vx);
-      }
+    for (int t = 0; t < kMaxPerLane; ++t) {
+      acc[t] *= keep;
+      spread[t] *= keep;
+    }
+    const int n = min(32, c.hi - j0);
+    for (int kk = 0; kk < n; ++kk) {
+      const float ek = __shfl_sync(0xffffffffu, e, kk);
+      const float* v = kv_row(p, c.s, c.b, j0 + kk, c.kh, true);
+#pragma unroll
+      for (int t = 0; t < kMaxPerLane; ++t)
+        if (lane + 32 * t < p.dv) {
+          const float vx = v[lane + 32 * t];
+          acc[t] += ek * vx;
+          spread[t] += ek * fabsf(vx);
+        }
+    }
+    m = m_new;
   }
   // Sensitivity as in reference/host/attention.cc, with sum_j P_j |v_j - O| bounded by sum_j P_j |v_j| + |O|
   // so that one pass suffices.
@@ -194,47 +231,56 @@ __global__ void reference_kernel(Params p) {
   }
 }
 
+// The low-precision baseline: pass 1 computes the rounded logits (kept in shared memory when the row is
+// short enough), their max and the fp32 sum; pass 2 rounds P = exp(s - m) / Z and accumulates P.V.
 __global__ void baseline_kernel(Params p) {
-  const int lane = threadIdx.x % 32;
+  __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
+  __shared__ float logits[kWarpsPerBlock][kKeysInShared];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
-  if (!locate(p, blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, c)) return;
+  if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
   if (c.hi <= c.lo) {
-    write_empty(p, c, lane, p.res.out, true);
+    write_empty(p, c, lane, p.res.out, nullptr, true);
     if (lane == 0) p.res.lse[c.cell] = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
     return;
   }
-  float q[kMaxPerLane];
+  float* sq = q_shared[warp];
   const float* qrow = p.in.q + (static_cast<long long>(c.s.q_start + c.i) * p.H + c.h) * p.d;
-#pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t) q[t] = (lane + 32 * t < p.d) ? qrow[lane + 32 * t] : 0.0f;
-  // k' = rd(k * scale); s = rd(q . k'); softcap each step in the dtype.
-  auto logit_of = [&](int j) {
-    const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
-    float part = 0.0f;
-#pragma unroll
-    for (int t = 0; t < kMaxPerLane; ++t)
-      if (lane + 32 * t < p.d) part += q[t] * round_dt(p.dtype, k[lane + 32 * t] * p.scale);
-    float s = round_dt(p.dtype, warp_sum(part));
-    if (p.softcap > 0.0f)
-      s = round_dt(p.dtype, round_dt(p.dtype, tanhf(round_dt(p.dtype, s / p.softcap))) * p.softcap);
-    return s;
-  };
-  float m = -INFINITY;
-  for (int j = c.lo; j < c.hi; ++j) {
-    const float s = logit_of(j);
-    if (s > m || isnan(s)) m = s;
+  for (int x = lane; x < p.d; x += 32) sq[x] = qrow[x];
+  __syncwarp();
+  const bool stored = c.hi - c.lo <= kKeysInShared;
+  float m = -INFINITY, z = 0.0f;
+  for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
+    const int j = j0 + lane;
+    float s = -INFINITY;
+    if (j < c.hi) {
+      s = key_logit<true>(p, c, j, sq, nullptr);
+      if (stored) logits[warp][j - c.lo] = s;
+    }
+    const float m_new = nan_max(m, warp_nan_max(s));
+    const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
+    z = z * keep + warp_sum(j < c.hi ? expf(s - m_new) : 0.0f);
+    m = m_new;
   }
-  float z = 0.0f;
-  for (int j = c.lo; j < c.hi; ++j) z += expf(logit_of(j) - m);
+  __syncwarp();
   float acc[kMaxPerLane];
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t) acc[t] = 0.0f;
-  for (int j = c.lo; j < c.hi; ++j) {
-    const float pj = round_dt(p.dtype, expf(logit_of(j) - m) / z);
-    const float* v = kv_row(p, c.s, c.b, j, c.kh, true);
+  for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
+    const int j = j0 + lane;
+    float pj = 0.0f;
+    if (j < c.hi) {
+      const float s = stored ? logits[warp][j - c.lo] : key_logit<true>(p, c, j, sq, nullptr);
+      pj = round_dt(p.dtype, expf(s - m) / z);
+    }
+    const int n = min(32, c.hi - j0);
+    for (int kk = 0; kk < n; ++kk) {
+      const float pk = __shfl_sync(0xffffffffu, pj, kk);
+      const float* v = kv_row(p, c.s, c.b, j0 + kk, c.kh, true);
 #pragma unroll
-    for (int t = 0; t < kMaxPerLane; ++t)
-      if (lane + 32 * t < p.dv) acc[t] += pj * v[lane + 32 * t];
+      for (int t = 0; t < kMaxPerLane; ++t)
+        if (lane + 32 * t < p.dv) acc[t] += pk * v[lane + 32 * t];
+    }
   }
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t)

@@ -22,6 +22,9 @@ struct Acc {
   unsigned long long compared, nonfinite, empty_rows, empty_wrong, first_empty_wrong, mismatches;
   unsigned long long lse_worst;
   unsigned int lse_base_max, lse_floor_max;
+  // Filled by the finishing kernel: out, truth, baseline at the worst element, the first wrong empty
+  // element and the worst LSE cell.
+  float worst_values[3], empty_values[3], lse_values[3];
 };
 
 struct Args {
@@ -31,7 +34,7 @@ struct Args {
   int dv, mantissa_bits, min_normal_exp;
   EmptyRow conv;
   bool check_lse;
-  float bound;  // second pass only
+  float k_max;  // the rule's multiplier: the finishing kernel computes the bound on the device
   Acc* acc;
 };
 
@@ -156,20 +159,54 @@ __global__ void compare_kernel(Args a) {
   }
 }
 
-__global__ void mismatch_kernel(Args a) {
+__global__ void init_kernel(Acc* acc) {
+  *acc = Acc{};
+  acc->first_empty_wrong = ~0ull;
+}
+
+__device__ float float_bits(unsigned int bits) {
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Counts the elements over the bound (k * base_max + floor, computed here from the first pass) and
+// fetches the values at the reported locations, so that one copy brings everything back.
+__global__ void finish_kernel(Args a) {
   const long long cell = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  Acc& acc = *a.acc;
+  const float bound = a.k_max * float_bits(acc.base_max) + float_bits(acc.floor_max);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long w = acc.worst & 0xffffffffull;
+    if (acc.compared) {
+      acc.worst_values[0] = a.out[w];
+      acc.worst_values[1] = a.t_out[w];
+      acc.worst_values[2] = a.b_out[w];
+    }
+    if (acc.first_empty_wrong != ~0ull) {
+      acc.empty_values[0] = a.out[acc.first_empty_wrong];
+      acc.empty_values[1] = a.t_out[acc.first_empty_wrong];
+      acc.empty_values[2] = a.b_out[acc.first_empty_wrong];
+    }
+    if (a.check_lse && acc.lse_worst) {
+      const unsigned long long l = acc.lse_worst & 0xffffffffull;
+      acc.lse_values[0] = a.lse[l];
+      acc.lse_values[1] = a.t_lse[l];
+      acc.lse_values[2] = a.b_lse[l];
+    }
+  }
   if (cell >= a.cells) return;
   if (a.empty[cell] != 0 && a.conv != EmptyRow::kUniform) return;
   unsigned long long n = 0;
   for (int x = lane; x < a.dv; x += 32) {
     const long long at = cell * a.dv + x;
     const float o = a.out[at], t = a.t_out[at];
-    const bool ok = isfinite(t) ? fabsf(o - t) <= a.bound : ((isnan(o) && isnan(t)) || (isinf(o) && o == t));
+    const bool ok = isfinite(t) ? fabsf(o - t) <= bound : ((isnan(o) && isnan(t)) || (isinf(o) && o == t));
     n += ok ? 0 : 1;
   }
   n = warp_sum_u64(n);
-  if (lane == 0 && n) atomicAdd(&a.acc->mismatches, n);
+  if (lane == 0 && n) atomicAdd(&acc.mismatches, n);
 }
 
 float float_of(unsigned int bits) {
@@ -201,22 +238,23 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   a.min_normal_exp = f.min_normal_exp;
   a.conv = convention;
   a.check_lse = lse != nullptr;
-  Acc init{};
-  init.first_empty_wrong = ~0ull;
+  a.k_max = static_cast<float>(rule.k_max);
   a.acc = slot_of<Acc>("compare.acc", 1);
-  copy_to_device(a.acc, &init, sizeof init);
-  Comparison cmp;
+  init_kernel<<<1, 1>>>(a.acc);
   if (a.cells > 0) {
     const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
     compare_kernel<<<grid, 32 * kWarps>>>(a);
-    check_last("device compare");
+    finish_kernel<<<grid, 32 * kWarps>>>(a);
   }
+  check_last("device compare");
   Acc acc{};
   copy_to_host(&acc, a.acc, sizeof acc);
+  Comparison cmp;
   cmp.compared = static_cast<std::int64_t>(acc.compared);
   cmp.nonfinite = static_cast<std::int64_t>(acc.nonfinite);
   cmp.empty_rows = static_cast<std::int64_t>(acc.empty_rows);
   cmp.empty_wrong = static_cast<std::int64_t>(acc.empty_wrong);
+  cmp.mismatches = static_cast<std::int64_t>(acc.mismatches);
   cmp.base_max = float_of(acc.base_max);
   cmp.floor = float_of(acc.floor_max);
   cmp.bound = rule.k_max * cmp.base_max + cmp.floor;
@@ -224,8 +262,8 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   cmp.err_mean = cmp.nonfinite ? INFINITY : acc.err_sum / n;
   cmp.base_mean = acc.base_sum / n;
   cmp.mean_bound = rule.k_mean * cmp.base_mean + acc.mean_floor_sum / n;
-  // Locates an element index of the packed output as (b, h, i, d) with its three values.
-  auto locate = [&](unsigned long long index, bool element) {
+  // (b, h, i, d) of an element index of the packed output (or of a cell, for the LSE).
+  auto locate = [&](unsigned long long index, bool element, const float* values) {
     ElementLoc loc;
     const long long cell = element ? static_cast<long long>(index) / c.v_head_dim : static_cast<long long>(index);
     const long long row = cell / c.heads;
@@ -236,31 +274,22 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
       }
     loc.h = cell % c.heads;
     loc.d = element ? static_cast<std::int64_t>(index % static_cast<unsigned long long>(c.v_head_dim)) : -1;
-    float vals[3];
-    const float* src[3] = {element ? out : lse, element ? truth.out : truth.lse, element ? baseline.out : baseline.lse};
-    for (int k = 0; k < 3; ++k) copy_to_host(&vals[k], src[k] + index, sizeof(float));
-    loc.out = vals[0];
-    loc.truth = vals[1];
-    loc.baseline = vals[2];
+    loc.out = values[0];
+    loc.truth = values[1];
+    loc.baseline = values[2];
     return loc;
   };
   if (cmp.compared > 0) {
     cmp.err_max = float_of(static_cast<unsigned int>(acc.worst >> 32));
-    cmp.worst = locate(acc.worst & 0xffffffffull, true);
-    a.bound = static_cast<float>(cmp.bound);
-    const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
-    mismatch_kernel<<<grid, 32 * kWarps>>>(a);
-    check_last("device compare (mismatches)");
-    copy_to_host(&acc, a.acc, sizeof acc);
-    cmp.mismatches = static_cast<std::int64_t>(acc.mismatches);
+    cmp.worst = locate(acc.worst & 0xffffffffull, true, acc.worst_values);
   }
-  if (cmp.empty_wrong > 0) cmp.first_empty_wrong = locate(acc.first_empty_wrong, true);
+  if (cmp.empty_wrong > 0) cmp.first_empty_wrong = locate(acc.first_empty_wrong, true, acc.empty_values);
   if (lse) {
     cmp.lse_checked = true;
     cmp.lse_err = float_of(static_cast<unsigned int>(acc.lse_worst >> 32));
     cmp.lse_base = float_of(acc.lse_base_max);
     cmp.lse_bound = rule.k_lse * cmp.lse_base + float_of(acc.lse_floor_max);
-    if (acc.lse_worst) cmp.lse_worst = locate(acc.lse_worst & 0xffffffffull, false);
+    if (acc.lse_worst) cmp.lse_worst = locate(acc.lse_worst & 0xffffffffull, false, acc.lse_values);
   }
   return cmp;
 }

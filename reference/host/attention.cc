@@ -42,9 +42,18 @@ Result host_attention(const KernelCase& c, const CaseTensors& t, EmptyRow empty_
             for (std::int64_t x = 0; x < dv; ++x) out[x] = std::numeric_limits<double>::quiet_NaN();
             r.lse[cell] = std::numeric_limits<double>::quiet_NaN();
           } else if (empty_row == EmptyRow::kUniform && lk > 0) {
+            // The mean of V over the sequence's keys; its fp32 sensitivity is that of a sum of lk terms.
+            double* noise = r.noise.data() + (row * H + h) * dv;
             for (std::int64_t j = 0; j < lk; ++j)
-              for (std::int64_t x = 0; x < dv; ++x) out[x] += kv.v[static_cast<std::size_t>((j * Hk + kh) * dv + x)];
-            for (std::int64_t x = 0; x < dv; ++x) out[x] /= static_cast<double>(lk);
+              for (std::int64_t x = 0; x < dv; ++x) {
+                const double v = kv.v[static_cast<std::size_t>((j * Hk + kh) * dv + x)];
+                out[x] += v;
+                noise[x] += std::fabs(v);
+              }
+            for (std::int64_t x = 0; x < dv; ++x) {
+              out[x] /= static_cast<double>(lk);
+              noise[x] = std::sqrt(static_cast<double>(lk + 1)) * noise[x] / static_cast<double>(lk) + std::fabs(out[x]);
+            }
           }
           continue;
         }
