@@ -87,3 +87,24 @@ def probe_flash_window_normalization():
 if __name__ == "__main__":
     probe_efficient_bottom_right_weights()
     probe_flash_window_normalization()
+
+
+def probe_sdpa_cudnn_fully_masked_rows():
+    # SDPA with only the cuDNN backend, a boolean mask whose first row is all False.
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    q = torch.randn(1, 1, 3, 8, device=dev, dtype=torch.float16)
+    k = torch.randn(1, 1, 4, 8, device=dev, dtype=torch.float16)
+    v = torch.randn(1, 1, 4, 8, device=dev, dtype=torch.float16)
+    mask = torch.ones(3, 4, dtype=torch.bool, device=dev)
+    mask[0] = False
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH):
+        with sdpa_kernel(backend):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        o = out[0, 0, 0].float()
+        mean = v[0, 0].float().mean(0)
+        print(f"sdpa {backend.name}, fully masked row: |out|max {o.abs().max().item():.3g}, "
+              f"max |out - mean(V)| {(o - mean).abs().max().item():.3g}, NaN {bool(o.isnan().any())}")
+
+
+if __name__ == "__main__":
+    probe_sdpa_cudnn_fully_masked_rows()

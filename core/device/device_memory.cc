@@ -2,7 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cerrno>
 #include <map>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <mutex>
 
 namespace flashcheck::device {
@@ -69,8 +72,21 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 bool available() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  // Probed in a child process: initializing the CUDA runtime here would break every worker this process
+  // forks afterwards (the runtime does not survive fork). Children inherit the cached answer.
+  static const bool present = [] {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int n = 0;
+      ::_exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+    }
+    if (pid < 0) return false;
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return present;
 }
 
 }  // namespace flashcheck::device

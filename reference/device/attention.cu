@@ -137,19 +137,35 @@ __device__ void write_empty(const Params& p, const Cell& c, int lane, float* out
   }
 }
 
-constexpr int kKeysInShared = 2048;  // baseline logits kept per warp; longer rows recompute them
+constexpr int kKeysInShared = 1024;  // baseline logits kept per warp; longer rows recompute them
 
-// The lane's key logit: lane j of a chunk owns key j0 + lane. q comes from shared memory.
+// Logits of a chunk of up to 32 keys, key j0 + lane on each lane. K is staged through a shared 32 x 33
+// tile, 32 dims at a time, so that every global load is one coalesced row segment and the lane-per-key
+// reads hit distinct banks. The baseline rounds k * scale to the dtype while staging.
 template <bool kBaseline>
-__device__ float key_logit(const Params& p, const Cell& c, int j, const float* sq, float* abs_dot) {
-  const float* k = kv_row(p, c.s, c.b, j, c.kh, false);
+__device__ float chunk_logit(const Params& p, const Cell& c, int j0, int n, const float* sq, float (*tile)[33],
+                             float* abs_dot) {
+  const int lane = threadIdx.x % 32;
   float dot = 0.0f, dabs = 0.0f;
-  for (int x = 0; x < p.d; ++x) {
-    const float kx = kBaseline ? round_dt(p.dtype, k[x] * p.scale) : k[x];
-    const float t = sq[x] * kx;
-    dot += t;
-    if (!kBaseline) dabs += fabsf(t);
+  for (int x0 = 0; x0 < p.d; x0 += 32) {
+    for (int kk = 0; kk < n; ++kk) {
+      const float* k = kv_row(p, c.s, c.b, j0 + kk, c.kh, false);
+      float val = x0 + lane < p.d ? k[x0 + lane] : 0.0f;
+      if (kBaseline) val = round_dt(p.dtype, val * p.scale);
+      tile[kk][lane] = val;
+    }
+    __syncwarp();
+    if (lane < n) {
+      const int w = min(32, p.d - x0);
+      for (int xx = 0; xx < w; ++xx) {
+        const float t = sq[x0 + xx] * tile[lane][xx];
+        dot += t;
+        if (!kBaseline) dabs += fabsf(t);
+      }
+    }
+    __syncwarp();
   }
+  if (lane >= n) return -INFINITY;
   if (kBaseline) {
     float s = round_dt(p.dtype, dot);
     if (p.softcap > 0.0f) s = round_dt(p.dtype, round_dt(p.dtype, tanhf(round_dt(p.dtype, s / p.softcap))) * p.softcap);
@@ -165,6 +181,7 @@ __device__ float key_logit(const Params& p, const Cell& c, int j, const float* s
 // softmax is online over chunks of 32 keys, in fp32.
 __global__ void reference_kernel(Params p) {
   __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
+  __shared__ float k_tile[kWarpsPerBlock][32][33];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
   if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
@@ -187,8 +204,8 @@ __global__ void reference_kernel(Params p) {
   for (int t = 0; t < kMaxPerLane; ++t) acc[t] = spread[t] = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
-    float s = -INFINITY, dabs = 0.0f;
-    if (j < c.hi) s = key_logit<false>(p, c, j, sq, &dabs);
+    float dabs = 0.0f;
+    const float s = chunk_logit<false>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], &dabs);
     smax = fmaxf(smax, warp_max(dabs));
     const float m_new = nan_max(m, warp_nan_max(s));
     const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
@@ -236,6 +253,7 @@ __global__ void reference_kernel(Params p) {
 __global__ void baseline_kernel(Params p) {
   __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
   __shared__ float logits[kWarpsPerBlock][kKeysInShared];
+  __shared__ float k_tile[kWarpsPerBlock][32][33];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
   if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
@@ -252,11 +270,8 @@ __global__ void baseline_kernel(Params p) {
   float m = -INFINITY, z = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
-    float s = -INFINITY;
-    if (j < c.hi) {
-      s = key_logit<true>(p, c, j, sq, nullptr);
-      if (stored) logits[warp][j - c.lo] = s;
-    }
+    const float s = chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], nullptr);
+    if (stored && j < c.hi) logits[warp][j - c.lo] = s;
     const float m_new = nan_max(m, warp_nan_max(s));
     const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
     z = z * keep + warp_sum(j < c.hi ? expf(s - m_new) : 0.0f);
@@ -268,11 +283,9 @@ __global__ void baseline_kernel(Params p) {
   for (int t = 0; t < kMaxPerLane; ++t) acc[t] = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
-    float pj = 0.0f;
-    if (j < c.hi) {
-      const float s = stored ? logits[warp][j - c.lo] : key_logit<true>(p, c, j, sq, nullptr);
-      pj = round_dt(p.dtype, expf(s - m) / z);
-    }
+    const float s = stored ? (j < c.hi ? logits[warp][j - c.lo] : -INFINITY)
+                           : chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], nullptr);
+    const float pj = j < c.hi ? round_dt(p.dtype, expf(s - m) / z) : 0.0f;
     const int n = min(32, c.hi - j0);
     for (int kk = 0; kk < n; ++kk) {
       const float pk = __shfl_sync(0xffffffffu, pj, kk);
