@@ -31,6 +31,10 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.shrink = {o.shrink_attempts, o.shrink_seconds};
     fo.out_dir = o.out;
     fo.reproduce = o.reproduce;
+    fo.limits.max_len = o.max_len;
+    fo.limits.max_batch = o.max_batch;
+    fo.limits.max_heads = o.max_heads;
+    fo.limits.work_budget = o.work_budget;
     double last_line = -10;
     fo.on_progress = [&](std::int64_t cases, std::int64_t failures, double seconds) {
       const std::string line = fmt::format("{} / {}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", kernels[0]->name(),

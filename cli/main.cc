@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
   cmd_fuzz->add_flag("--json", fuzz.json, "Machine-readable report");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
   cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
+  cmd_fuzz->add_option("--max-len", fuzz.max_len, "Longest sequence the generator draws")->capture_default_str();
+  cmd_fuzz->add_option("--max-batch", fuzz.max_batch, "Most sequences per case")->capture_default_str();
+  cmd_fuzz->add_option("--max-heads", fuzz.max_heads, "Most query heads per case")->capture_default_str();
+  cmd_fuzz->add_option("--work-budget", fuzz.work_budget,
+                       "Ceiling of sum(Lq * Lk * H * (d + dv)) per case; lengths shrink to fit it")
+      ->capture_default_str();
 
   GateOptions gate;
   auto* cmd_gate = app.add_subcommand(

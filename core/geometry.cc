@@ -47,6 +47,17 @@ MaskRule mask_rule(const KernelCase& c) {
   return m;
 }
 
+bool has_empty_rows(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  const MaskRule rule = mask_rule(c);
+  for (const SeqGeometry& s : g.seqs) {
+    const std::int64_t off = diagonal_offset(c.alignment, s.lq, s.lk);
+    for (std::int64_t i = 0; i < s.lq; ++i)
+      if (visible_keys(i, s.lk, off, rule).empty()) return true;
+  }
+  return false;
+}
+
 std::vector<std::vector<std::int32_t>> block_table(const KernelCase& c) {
   if (c.kv_storage != KvStorage::kPaged) return {};
   if (!c.paging.block_table.empty()) return c.paging.block_table;

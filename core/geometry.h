@@ -57,6 +57,9 @@ inline KeyRange visible_keys(std::int64_t i, std::int64_t lk, std::int64_t off, 
   return r;
 }
 
+// Whether some query row of the case sees no key (an empty row, research/kernels.md §8.5).
+bool has_empty_rows(const KernelCase& c);
+
 // Block table of a paged case: the explicit one, or pages assigned by a permutation of the pool drawn
 // from paging.table_seed. Row b covers ceil(k_len / page_size) pages. Empty for packed storage.
 std::vector<std::vector<std::int32_t>> block_table(const KernelCase& c);

@@ -28,8 +28,7 @@ std::vector<std::string> classify(const KernelCase& c) {
   if (c.kv_strides != KvStrides::kContiguous) f.push_back(std::string("kv-") + std::string(to_string(c.kv_strides)));
   if (c.seqs.size() > 1) f.push_back("batch>1");
   const CaseGeometry g = geometry(c);
-  const MaskRule rule = mask_rule(c);
-  bool q_gt_k = false, zero = false, empty = false, decode = false, seqused = false, leftpad = false;
+  bool q_gt_k = false, zero = false, decode = false, seqused = false, leftpad = false;
   bool t63 = false, t64 = false, t65 = false, mod32 = false;
   for (std::size_t b = 0; b < c.seqs.size(); ++b) {
     const SeqGeometry& s = g.seqs[b];
@@ -45,12 +44,10 @@ std::vector<std::string> classify(const KernelCase& c) {
       t65 = t65 || len % 64 == 1;
       mod32 = mod32 || (len % 32 == 1 && len > 1);
     }
-    const std::int64_t off = diagonal_offset(c.alignment, s.lq, s.lk);
-    for (std::int64_t i = 0; i < s.lq && !empty; ++i) empty = visible_keys(i, s.lk, off, rule).empty();
   }
   if (q_gt_k) f.push_back("q>k");
   if (zero) f.push_back("zero-length");
-  if (empty) f.push_back("empty-rows");
+  if (has_empty_rows(c)) f.push_back("empty-rows");
   if (decode) f.push_back("decode");
   if (seqused) f.push_back("seqused-k");
   if (leftpad) f.push_back("leftpad");

@@ -137,7 +137,8 @@ __device__ void write_empty(const Params& p, const Cell& c, int lane, float* out
   }
 }
 
-constexpr int kKeysInShared = 1024;  // baseline logits kept per warp; longer rows recompute them
+constexpr int kKeysInShared = 1024;
+constexpr int kKeysPerStep = 4;  // keys whose V rows are loaded together in P.V  // baseline logits kept per warp; longer rows recompute them
 
 // Logits of a chunk of up to 32 keys, key j0 + lane on each lane. K is staged through a shared 32 x 33
 // tile, 32 dims at a time, so that every global load is one coalesced row segment and the lane-per-key
@@ -148,12 +149,14 @@ __device__ float chunk_logit(const Params& p, const Cell& c, int j0, int n, cons
   const int lane = threadIdx.x % 32;
   float dot = 0.0f, dabs = 0.0f;
   for (int x0 = 0; x0 < p.d; x0 += 32) {
-    for (int kk = 0; kk < n; ++kk) {
-      const float* k = kv_row(p, c.s, c.b, j0 + kk, c.kh, false);
-      float val = x0 + lane < p.d ? k[x0 + lane] : 0.0f;
-      if (kBaseline) val = round_dt(p.dtype, val * p.scale);
-      tile[kk][lane] = val;
-    }
+    // All 32 loads first, then the stores: the loads are independent and stay in flight together.
+    float vals[32];
+#pragma unroll
+    for (int kk = 0; kk < 32; ++kk)
+      vals[kk] = (kk < n && x0 + lane < p.d) ? kv_row(p, c.s, c.b, j0 + kk, c.kh, false)[x0 + lane] : 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 32; ++kk)
+      if (kk < n) tile[kk][lane] = kBaseline ? round_dt(p.dtype, vals[kk] * p.scale) : vals[kk];
     __syncwarp();
     if (lane < n) {
       const int w = min(32, p.d - x0);
@@ -217,15 +220,26 @@ __global__ void reference_kernel(Params p) {
       spread[t] *= keep;
     }
     const int n = min(32, c.hi - j0);
-    for (int kk = 0; kk < n; ++kk) {
-      const float ek = __shfl_sync(0xffffffffu, e, kk);
-      const float* v = kv_row(p, c.s, c.b, j0 + kk, c.kh, true);
+    for (int kk = 0; kk < n; kk += kKeysPerStep) {
+      float ek[kKeysPerStep];
+      const float* v[kKeysPerStep];
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) {
+        ek[u] = __shfl_sync(0xffffffffu, e, (kk + u) & 31);
+        v[u] = kv_row(p, c.s, c.b, j0 + min(kk + u, n - 1), c.kh, true);
+      }
 #pragma unroll
       for (int t = 0; t < kMaxPerLane; ++t)
         if (lane + 32 * t < p.dv) {
-          const float vx = v[lane + 32 * t];
-          acc[t] += ek * vx;
-          spread[t] += ek * fabsf(vx);
+          float vx[kKeysPerStep];
+#pragma unroll
+          for (int u = 0; u < kKeysPerStep; ++u) vx[u] = v[u][lane + 32 * t];
+#pragma unroll
+          for (int u = 0; u < kKeysPerStep; ++u)
+            if (kk + u < n) {
+              acc[t] += ek[u] * vx[u];
+              spread[t] += ek[u] * fabsf(vx[u]);
+            }
         }
     }
     m = m_new;
@@ -287,12 +301,24 @@ __global__ void baseline_kernel(Params p) {
                            : chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], nullptr);
     const float pj = j < c.hi ? round_dt(p.dtype, expf(s - m) / z) : 0.0f;
     const int n = min(32, c.hi - j0);
-    for (int kk = 0; kk < n; ++kk) {
-      const float pk = __shfl_sync(0xffffffffu, pj, kk);
-      const float* v = kv_row(p, c.s, c.b, j0 + kk, c.kh, true);
+    for (int kk = 0; kk < n; kk += kKeysPerStep) {
+      float pk[kKeysPerStep];
+      const float* v[kKeysPerStep];
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) {
+        pk[u] = __shfl_sync(0xffffffffu, pj, (kk + u) & 31);
+        v[u] = kv_row(p, c.s, c.b, j0 + min(kk + u, n - 1), c.kh, true);
+      }
 #pragma unroll
       for (int t = 0; t < kMaxPerLane; ++t)
-        if (lane + 32 * t < p.dv) acc[t] += pk * v[lane + 32 * t];
+        if (lane + 32 * t < p.dv) {
+          float vx[kKeysPerStep];
+#pragma unroll
+          for (int u = 0; u < kKeysPerStep; ++u) vx[u] = v[u][lane + 32 * t];
+#pragma unroll
+          for (int u = 0; u < kKeysPerStep; ++u)
+            if (kk + u < n) acc[t] += pk[u] * vx[u];
+        }
     }
   }
 #pragma unroll
