@@ -13,7 +13,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-stages=${GPU_STAGES:-"tests refcheck replay gate campaign bench probes"}
+stages=${GPU_STAGES:-"tests refcheck replay bench probes gate campaign"}
 cases=${GPU_CAMPAIGN_CASES:-10000}
 other_cases=${GPU_CAMPAIGN_OTHER_CASES:-250}
 declare -a table
@@ -67,9 +67,20 @@ if has replay; then
   row "replay fixtures/ (all kernels)" "exit $rc: $(tail -1 "$out/replay.txt")"
 fi
 
+if has bench; then
+  fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
+  row "bench flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench.txt" | tail -1)"
+  FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --mix standard --cases 500 --warmup 50 > "$out/bench-profile.txt" 2>&1
+fi
+
+if has probes; then
+  python3 ci/gpu_probes.py > "$out/probes.txt" 2>&1
+  row "probes (ci/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
+fi
+
 if has gate; then
   start=$(date +%s)
-  fc gate --out "$out/gate" > "$out/gate.md" 2> "$out/gate.err"; rc=$?
+  timeout "${GPU_GATE_TIMEOUT:-420}" "$flashcheck" gate --out "$out/gate" > "$out/gate.md" 2> "$out/gate.err"; rc=$?
   [ $rc -eq 0 ] || status=1
   row "gate (all kernels)" "exit $rc in $(( $(date +%s) - start )) s ($(head -1 "$out/gate.md"))"
 fi
@@ -98,16 +109,6 @@ print(' | '.join(out[:4]))" "$out/campaign-$k.json" "$out/campaign-$k-all.json" 
     total=$(( total + ${n%% *} ))
   done
   row "campaign total cases" "$total"
-fi
-
-if has bench; then
-  FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
-  row "bench flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench.txt" | tail -1)"
-fi
-
-if has probes; then
-  python3 ci/gpu_probes.py > "$out/probes.txt" 2>&1
-  row "probes (ci/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.
