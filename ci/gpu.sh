@@ -5,8 +5,7 @@
 # $OUT (default out/gpu); a short table is printed last.
 #
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
-#   GPU_CAMPAIGN_CASES=N       conformance cases per device kernel in the campaign (default 10000; SDPA kernels N/8)
-#   GPU_CAMPAIGN_OTHER_CASES=N cases of every other property per CUDA kernel (default 250)
+#   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
 #   GPU_STAGES="..."          subset of: tests refcheck replay gate campaign bench probes (default: all)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,8 +13,6 @@ cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 stages=${GPU_STAGES:-"tests refcheck replay bench probes gate campaign"}
-cases=${GPU_CAMPAIGN_CASES:-10000}
-other_cases=${GPU_CAMPAIGN_OTHER_CASES:-250}
 declare -a table
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); }
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -83,30 +80,46 @@ if has gate; then
   timeout "${GPU_GATE_TIMEOUT:-420}" "$flashcheck" gate --out "$out/gate" > "$out/gate.md" 2> "$out/gate.err"; rc=$?
   [ $rc -eq 0 ] || status=1
   row "gate (all kernels)" "exit $rc in $(( $(date +%s) - start )) s ($(head -1 "$out/gate.md"))"
+  python3 - "$out/gate/report.json" > "$out/gate-problems.txt" 2>&1 <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for r in g['runs']:
+    if r['not_applicable'] == '' and not r['ok']:
+        print(r['kernel'], r['property'], 'findings', len(r['findings']), 'missing', r['coverage_missing'])
+for m in g['mutants']:
+    if not m['killed']:
+        print('survived', m['mutant'])
+PY
+  row "gate problems" "$(tr '\n' ';' < "$out/gate-problems.txt")"
 fi
 
 if has campaign; then
-  # Conformance at realistic sizes (lengths up to 2048, device path) on the kernels that run on the device,
-  # at the default sizes on the SDPA kernels (host path), then every other property at the default sizes.
+  # Time-boxed per kernel (GPU_CAMPAIGN_SECONDS, default 25): conformance at the default sizes and at
+  # realistic ones (lengths up to 2048) on the kernels that run on the device, conformance on the SDPA
+  # kernels (host path), then every property for a short while on every CUDA kernel.
+  t=${GPU_CAMPAIGN_SECONDS:-25}
   total=0
   for k in flash-fwd-varlen flash-fwd-dense efficient-fwd-varlen efficient-fwd-dense cudnn-fwd sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math-cuda; do
+    runs=()
     case $k in
-      sdpa-*) size=(--cases $(( cases / 8 ))) ;;
-      *) size=(--cases "$cases" --max-len 2048 --work-budget 4e8 --max-heads 32) ;;
+      sdpa-*) fc fuzz --kernel "$k" --property conformance --time $(( t / 6 + 1 )) --seed 2026 --out "$out/found" --json > "$out/campaign-$k.json" 2> "$out/campaign-$k.err"; runs+=("$out/campaign-$k.json") ;;
+      *) fc fuzz --kernel "$k" --property conformance --time "$t" --seed 2026 --out "$out/found" --json > "$out/campaign-$k.json" 2> "$out/campaign-$k.err"
+         fc fuzz --kernel "$k" --property conformance --time $(( t / 4 + 1 )) --max-len 2048 --work-budget 1e8 --max-heads 32 --seed 2028 --out "$out/found" --json > "$out/campaign-$k-large.json" 2> "$out/campaign-$k-large.err"
+         runs+=("$out/campaign-$k.json" "$out/campaign-$k-large.json") ;;
     esac
-    fc fuzz --kernel "$k" --property conformance "${size[@]}" --seed 2026 --out "$out/found" --json > "$out/campaign-$k.json" 2> "$out/campaign-$k.err"
-    fc fuzz --kernel "$k" --property all --cases "$other_cases" --seed 2027 --out "$out/found" --json > "$out/campaign-$k-all.json" 2> "$out/campaign-$k-all.err"
-    n=$(python3 -c "
-import json,sys
-r=json.load(open(sys.argv[1]))+json.load(open(sys.argv[2]))
-print(sum(x['cases'] for x in r), sum(len(x['findings']) for x in r))" "$out/campaign-$k.json" "$out/campaign-$k-all.json" 2>/dev/null || echo "0 ?")
-    row "campaign $k" "cases/findings: $n $(python3 -c "
-import json,sys
-r=json.load(open(sys.argv[1]))+json.load(open(sys.argv[2])); out=[]
-for x in r:
-    for f in x['findings']: out.append(x['property']+': '+f['verdict']['verdict']+' '+f['verdict']['reason'][:90])
-print(' | '.join(out[:4]))" "$out/campaign-$k.json" "$out/campaign-$k-all.json" 2>/dev/null)"
-    total=$(( total + ${n%% *} ))
+    fc fuzz --kernel "$k" --property all --time 1.2 --seed 2027 --out "$out/found" --json > "$out/campaign-$k-all.json" 2> "$out/campaign-$k-all.err"
+    runs+=("$out/campaign-$k-all.json")
+    summary=$(python3 - "${runs[@]}" <<'PY'
+import json, sys
+reports = [x for f in sys.argv[1:] for x in json.load(open(f))]
+cases = sum(x['cases'] for x in reports)
+found = [x['property'] + ': ' + f['verdict']['verdict'] + ' ' + f['verdict']['reason'][:80] for x in reports for f in x['findings']]
+miss = sorted({m for x in reports for m in x['coverage_missing']})
+print(cases, len(found), ' | '.join(found[:3]), ('missing: ' + ' '.join(miss)) if miss else '')
+PY
+)
+    row "campaign $k" "cases/findings: $summary"
+    total=$(( total + ${summary%% *} ))
   done
   row "campaign total cases" "$total"
 fi

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/device/device_case.h"
+#include "core/device/device_memory.h"
 #include "properties/property.h"
 #include "reference/device/attention.h"
 #include "reference/host/attention.h"
@@ -20,7 +21,8 @@ class DeviceReferenceAgreement : public Property {
     return "the fp32 device reference matches the fp64 host reference within 8 u of each element's sensitivity";
   }
   std::string unsupported_reason(const Kernel& k) const override {
-    return k.name() == "tiled-cpu" ? "" : "checks the device reference itself; run it with --kernel tiled-cpu";
+    if (k.name() != "tiled-cpu") return "checks the device reference itself; run it with --kernel tiled-cpu";
+    return device::available() ? "" : "no CUDA device on this machine";
   }
   Verdict check(Kernel& k, const KernelCase& c) const override {
     const auto start = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/case_json.h"
+#include "core/files.h"
 #include "core/fixture.h"
 #include "properties/coverage.h"
 #include "properties/device_errors.h"
@@ -116,9 +117,8 @@ void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const
     if (failure_signature(r.property, g) != sig) continue;
     if (case_size(f.minimized) < case_size(g.minimized)) {
       if (!g.fixture.empty()) {
-        std::error_code ec;
-        fs::remove(g.fixture, ec);
-        fs::remove(fs::path(g.fixture).replace_extension(".safetensors"), ec);
+        remove_file(g.fixture);
+        remove_file(fs::path(g.fixture).replace_extension(".safetensors").string());
       }
       f.fixture = save(f);
       g = std::move(f);
@@ -245,7 +245,7 @@ FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
   st.report.seconds = since(st.start);
   st.report.coverage = st.coverage.counts;
   st.report.coverage_missing = st.coverage.missing(required_coverage(k.contract(), req));
-  if (!st.inflight.empty()) fs::remove(st.inflight);
+  if (!st.inflight.empty()) remove_file(st.inflight);
   return st.report;
 }
 
@@ -463,7 +463,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
   cov.counts = total.coverage;
   total.coverage_missing = total.not_applicable.empty() ? cov.missing(required_coverage(k.contract(), p.requirements()))
                                                         : std::vector<std::string>{};
-  if (o.out_dir.empty()) fs::remove_all(dir);
+  if (o.out_dir.empty()) remove_tree(dir);
   return total;
 }
 
