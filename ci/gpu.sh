@@ -14,7 +14,8 @@ out=${OUT:-out/gpu}
 mkdir -p "$out"
 stages=${GPU_STAGES:-"tests refcheck replay bench probes gate campaign"}
 declare -a table
-row() { table+=("$(printf '%-34s %s' "$1" "$2")"); }
+# Each row also goes to table.txt at once, so a run cut short still says how far it got.
+row() { table+=("$(printf '%-34s %s' "$1" "$2")"); printf '%-34s %s\n' "$1" "$2" >> "$out/table.txt"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
