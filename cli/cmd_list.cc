@@ -49,6 +49,7 @@ nlohmann::json contract_json(const Kernel& k) {
       {"deterministic", c.deterministic},
       {"writes_into_buffer", c.writes_into_buffer},
       {"notes", c.notes},
+      {"coverage_exempt", c.coverage_exempt},
   };
   if (k.is_mutant()) j["mutant"] = k.mutant_description();
   return j;
@@ -82,6 +83,8 @@ int run_list(const ListOptions& o) {
                k->contract().max_head_dim, k->contract().head_dim_multiple, to_string(k->contract().empty_row),
                k->contract().returns_lse ? "yes" : "no", k->contract().deterministic ? "yes" : "no");
     for (const std::string& n : k->contract().notes) fmt::print("  note: {}\n", n);
+    for (const auto& [feature, why] : k->contract().coverage_exempt)
+      fmt::print("  coverage not required: {} ({})\n", feature, why);
     fmt::print("\n");
   }
   return kExitOk;

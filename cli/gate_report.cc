@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -49,10 +50,11 @@ bool GateResult::ok() const {
 
 std::string gate_line(const FuzzReport& r) {
   if (!r.not_applicable.empty()) return "n/a: " + r.not_applicable;
-  std::string s = fmt::format("{} cases in {:.1f} s, {} finding{}, worst ratio {:.3g}", r.cases, r.seconds,
-                              r.findings.size(), r.findings.size() == 1 ? "" : "s", r.worst_ratio);
+  std::string s = fmt::format("{} cases in {:.1f} s, {} finding{}, worst ratio {:.3g}, worst err/bound {:.2f}", r.cases,
+                              r.seconds, r.findings.size(), r.findings.size() == 1 ? "" : "s", r.worst_ratio,
+                              r.worst_bound_use);
   if (r.unsupported) s += fmt::format(", {} unsupported", r.unsupported);
-  if (!r.coverage_missing.empty()) s += fmt::format(", COVERAGE MISSING ({})", r.coverage_missing.size());
+  if (!r.coverage_missing.empty()) s += fmt::format(", COVERAGE MISSING: {}", fmt::join(r.coverage_missing, " "));
   return s;
 }
 
@@ -72,17 +74,17 @@ std::string gate_markdown(const GateResult& g) {
   for (const ReplayRecord& r : g.replay)
     if (!r.as_expected)
       md += fmt::format("- **{}** {} `{}#{}`: {}\n", r.outcome, r.verdict.kernel, r.fixture, r.case_index, r.verdict.reason);
-  md += "\n## Properties\n\n| kernel | property | cases | failures | worst ratio | unsupported | reasons | status |\n"
-        "|---|---|---|---|---|---|---|---|\n";
+  md += "\n## Properties\n\n| kernel | property | cases | failures | worst ratio | worst err/bound | unsupported | reasons | status |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
   for (const FuzzReport& r : g.runs) {
     if (!r.not_applicable.empty()) {
-      md += fmt::format("| {} | {} | - | - | - | - | {} | n/a |\n", r.kernel, r.property, r.not_applicable);
+      md += fmt::format("| {} | {} | - | - | - | - | - | {} | n/a |\n", r.kernel, r.property, r.not_applicable);
       continue;
     }
     std::string reasons;
     for (const auto& [why, n] : r.unsupported_reasons) reasons += fmt::format("{}{} x{}", reasons.empty() ? "" : "; ", why, n);
-    md += fmt::format("| {} | {} | {} | {} | {:.3g} | {} | {} | {} |\n", r.kernel, r.property, r.cases,
-                      r.findings.size() + (r.findings.empty() ? r.crashes : 0), r.worst_ratio, r.unsupported,
+    md += fmt::format("| {} | {} | {} | {} | {:.3g} | {:.2f} | {} | {} | {} |\n", r.kernel, r.property, r.cases,
+                      r.findings.size() + (r.findings.empty() ? r.crashes : 0), r.worst_ratio, r.worst_bound_use, r.unsupported,
                       reasons.empty() ? "-" : reasons, r.ok() ? "ok" : "**FAIL**");
   }
   for (const FuzzReport& r : g.runs)

@@ -51,9 +51,10 @@ void print_fuzz_report(const FuzzReport& r) {
     return;
   }
   fmt::print("{} cases in {:.1f} s ({:.1f} cases/s), seed {}, {} failing case{} in {} distinct finding{}, {} crash{}, "
-             "worst passing ratio {:.3g}\n",
+             "worst passing ratio {:.3g} (err/bound {:.2f})\n",
              r.cases, r.seconds, r.cases / std::max(r.seconds, 1e-9), r.seed, r.failures, r.failures == 1 ? "" : "s",
-             r.findings.size(), r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio);
+             r.findings.size(), r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio,
+             r.worst_bound_use);
   for (const Finding& f : r.findings) {
     fmt::print("  FOUND at case {}: {}\n", f.case_index, summary(f.minimized));
     fmt::print("    {}\n", describe(f.verdict));

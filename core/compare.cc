@@ -31,6 +31,11 @@ constexpr double kNoiseLambdaMean = 2.0;
 
 }  // namespace
 
+double Comparison::bound_use() const {
+  if (err_max == 0) return 0.0;
+  return bound > 0 ? err_max / bound : kInf;
+}
+
 double Comparison::ratio() const {
   if (base_max == 0) return err_max == 0 ? 0.0 : kInf;
   return err_max / base_max;

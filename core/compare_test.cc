@@ -93,6 +93,8 @@ TEST(Compare, BoundIsTwiceTheBaselineErrorPlusTheFloor) {
   EXPECT_LT(pass.floor, 1e-6);
   EXPECT_EQ(failure_reason(pass), "") << failure_reason(pass);
   EXPECT_NEAR(pass.ratio(), 1.9, 1e-9);
+  EXPECT_NEAR(pass.bound_use(), 1.9e-3 / pass.bound, 1e-9);
+  EXPECT_LT(pass.bound_use(), 1.0);
   const Comparison fail = run({0.5, 0.5021, 0.25, 0.75}, truth, base);
   EXPECT_EQ(fail.mismatches, 1);
   EXPECT_EQ(fail.worst.b, 0);
@@ -103,6 +105,17 @@ TEST(Compare, BoundIsTwiceTheBaselineErrorPlusTheFloor) {
   EXPECT_DOUBLE_EQ(fail.worst.truth, 0.5);
   EXPECT_DOUBLE_EQ(fail.worst.baseline, 0.5);
   EXPECT_NE(failure_reason(fail).find("max error"), std::string::npos);
+  EXPECT_GT(fail.bound_use(), 1.0);
+}
+
+TEST(Compare, BoundUseStaysSmallWhenOnlyTheFloorAbsorbsTheError) {
+  // An exact baseline makes the ratio infinite; the error is still a small part of the floor.
+  const std::vector<double> truth{0.5, 0.5, 0.25, 0.75};
+  const Comparison c = run({0.5, 0.5 + 1e-8, 0.25, 0.75}, truth, truth);
+  EXPECT_EQ(failure_reason(c), "");
+  EXPECT_TRUE(std::isinf(c.ratio()));
+  EXPECT_GT(c.bound_use(), 0.0);
+  EXPECT_LT(c.bound_use(), 1.0);
 }
 
 TEST(Compare, SoftcapLoosensTheMultiplierToThree) {

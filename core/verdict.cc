@@ -63,7 +63,7 @@ nlohmann::json to_json(const Verdict& v) {
                       {"reason", v.reason}, {"seconds", v.seconds}};
   if (v.cmp) {
     const Comparison& c = *v.cmp;
-    j["comparison"] = {{"err_max", num(c.err_max)},   {"base_max", num(c.base_max)},   {"ratio", num(c.ratio())},
+    j["comparison"] = {{"err_max", num(c.err_max)},   {"base_max", num(c.base_max)},   {"ratio", num(c.ratio())}, {"bound_use", num(c.bound_use())},
                        {"bound", num(c.bound)},       {"floor", num(c.floor)},         {"err_mean", num(c.err_mean)},
                        {"base_mean", num(c.base_mean)}, {"mean_bound", num(c.mean_bound)}, {"compared", c.compared},
                        {"mismatches", c.mismatches},  {"nonfinite", c.nonfinite},      {"empty_rows", c.empty_rows},

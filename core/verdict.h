@@ -48,7 +48,8 @@ struct Comparison {
   double lse_err = 0, lse_base = 0, lse_bound = 0;
   ElementLoc lse_worst;  // d = -1
 
-  double ratio() const;  // err_max / base_max (0 when both are 0, inf when only the baseline is exact)
+  double ratio() const;      // err_max / base_max (0 when both are 0, inf when only the baseline is exact)
+  double bound_use() const;  // err_max / bound: how much of the tolerance the worst element used (<= 1 passes)
 };
 
 struct Verdict {

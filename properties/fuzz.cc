@@ -188,6 +188,8 @@ FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
       if (!st.failing && v.cmp) {
         const double r = v.cmp->ratio();
         if (std::isfinite(r)) st.report.worst_ratio = std::max(st.report.worst_ratio, r);
+        const double u = v.cmp->bound_use();
+        if (std::isfinite(u)) st.report.worst_bound_use = std::max(st.report.worst_bound_use, u);
       }
       return;
     }
@@ -272,6 +274,7 @@ nlohmann::json to_json(const FuzzReport& r) {
           {"findings", findings},
           {"seconds", r.seconds},
           {"worst_ratio", r.worst_ratio},
+          {"worst_bound_use", r.worst_bound_use},
           {"coverage", r.coverage},
           {"coverage_missing", r.coverage_missing},
           {"not_applicable", r.not_applicable},
@@ -302,6 +305,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
   }
   r.seconds = j.at("seconds");
   r.worst_ratio = j.at("worst_ratio");
+  r.worst_bound_use = j.value("worst_bound_use", 0.0);
   r.coverage = j.at("coverage").get<std::map<std::string, std::int64_t>>();
   r.coverage_missing = j.at("coverage_missing").get<std::vector<std::string>>();
   r.not_applicable = j.at("not_applicable");
@@ -320,6 +324,7 @@ void merge(FuzzReport& into, const FuzzReport& part) {
   into.failures += part.failures;
   for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; });
   into.worst_ratio = std::max(into.worst_ratio, part.worst_ratio);
+  into.worst_bound_use = std::max(into.worst_bound_use, part.worst_bound_use);
   for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
   if (into.not_applicable.empty()) into.not_applicable = part.not_applicable;
 }

@@ -68,7 +68,8 @@ struct FuzzReport {
   std::vector<Finding> findings;  // one per failure signature, the smallest case seen for it
   std::int64_t failures = 0;      // failing cases found (before de-duplication)
   double seconds = 0;
-  double worst_ratio = 0;         // largest error ratio among passing cases
+  double worst_ratio = 0;         // largest error ratio (err / baseline err) among passing cases
+  double worst_bound_use = 0;     // largest err / bound among passing cases: how close a pass came to failing
   std::map<std::string, std::int64_t> coverage;
   std::vector<std::string> coverage_missing;  // supported features no case reached
   std::string not_applicable;     // the property cannot run on this kernel at all (reason)

@@ -4,6 +4,8 @@
 //   cudnn-fwd                                   aten::_cudnn_attention_forward
 // The contracts state what each op computes natively; nothing here translates a feature (the SDPA
 // adapters do, see kernels/torch/torch_sdpa.cc).
+#include <algorithm>
+
 #include <ATen/ops/_cudnn_attention_forward.h>
 #include <ATen/ops/_efficient_attention_forward.h>
 #include <ATen/ops/_flash_attention_forward.h>
@@ -48,6 +50,9 @@ constexpr const char* kFlashWindowDefect =
 constexpr const char* kFlashNoQueriesDefect =
     "known defect: a batch without any query row fails with 'invalid argument' "
     "(fixtures/found/flash-varlen-no-queries.json)";
+constexpr const char* kFlashDecodeGroupsDefect =
+    "known defect: GQA with max_seqlen_q == 1 and a sequence without queries fails in the decode fast path's "
+    "reshape (fixtures/found/flash-varlen-gqa-decode-empty-sequence.json)";
 constexpr const char* kEfficientBottomRightDefect =
     "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
     "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
@@ -79,7 +84,11 @@ class FlashForward : public DeviceKernel {
     if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
     if (mask_rule(c).right != 0 && c.window != Window{} && some_sequence_has_more_queries_than_keys(c))
       return {false, kFlashWindowDefect, {}};
-    if (geometry(c).total_q == 0) return {false, kFlashNoQueriesDefect, {}};
+    const CaseGeometry g = geometry(c);
+    if (g.total_q == 0) return {false, kFlashNoQueriesDefect, {}};
+    if (varlen_ && c.heads > c.kv_heads && g.total_q < static_cast<std::int64_t>(c.seqs.size()) &&
+        std::all_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q_len <= 1; }))
+      return {false, kFlashDecodeGroupsDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
@@ -94,6 +103,7 @@ class FlashForward : public DeviceKernel {
       const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
       std::optional<at::Tensor> used;
       if (!a.seqused_k.empty()) used = torch_cuda::int32_device(a.seqused_k);
+      torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
       auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(q, k, v, cq, ck, a.max_seqlen_q, a.max_seqlen_k, 0.0,
                                                                       c.causal, false, c.softmax_scale(), wl, wr, used, std::nullopt);
       write_out(o, out);
@@ -104,6 +114,7 @@ class FlashForward : public DeviceKernel {
     const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
     const at::Tensor qd = q.view({B, Lq, c.heads, c.head_dim});
     const at::Tensor kd = k.reshape({B, Lk, k.size(1), c.head_dim}), vd = v.reshape({B, Lk, v.size(1), c.v_head_dim});
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
     auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(qd, kd, vd, std::nullopt, std::nullopt, Lq, Lk, 0.0, c.causal,
                                                                     false, c.softmax_scale(), wl, wr, std::nullopt, std::nullopt);
     write_out(o.reshape({g.total_q, c.heads, c.v_head_dim}), out);
@@ -131,6 +142,9 @@ Contract efficient_contract(bool varlen) {
   k.max_head_dim = 256;
   k.head_dim_multiple = 8;
   k.returns_lse = true;
+  if (!varlen)
+    k.coverage_exempt = {{"empty-rows", "bottom-right q_len > k_len is a known defect; what remains (top-left windows "
+                                        "with q_len > k_len + left in a uniform batch) is rare"}};
   k.notes = {"GQA: KV heads repeated by the adapter (the op takes equal head counts)",
              "window_size counts keys including the diagonal: FA window (W - 1, 0) with causal",
              "LSE is padded to a multiple of 32 query rows; the adapter keeps the valid rows"};
@@ -179,6 +193,7 @@ class EfficientForward : public DeviceKernel {
       const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
       std::optional<at::Tensor> seqlen_k;  // used keys of each allocation (xformers' padded-keys mask)
       if (!a.seqused_k.empty()) seqlen_k = torch_cuda::int32_device(a.seqused_k);
+      torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
       auto [o, lse, seed, offset, mq, mk] =
           at::_efficient_attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), std::nullopt, cq, ck,
                                            a.max_seqlen_q, a.max_seqlen_k, 0.0, mask_type, true, c.softmax_scale(),
@@ -190,6 +205,7 @@ class EfficientForward : public DeviceKernel {
     const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
     std::optional<at::Tensor> seqlen_k;
     if (!a.seqused_k.empty()) seqlen_k = torch_cuda::int32_device(a.seqused_k);
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
     auto [o, lse, seed, offset, mq, mk] = at::_efficient_attention_forward(
         q.view({B, Lq, c.heads, c.head_dim}), k.reshape({B, Lk, c.heads, c.head_dim}),
         v.reshape({B, Lk, c.heads, c.v_head_dim}), std::nullopt, std::nullopt, std::nullopt, Lq, Lk, 0.0, mask_type, true,
@@ -230,6 +246,7 @@ class CudnnForward : public DeviceKernel {
     const at::Tensor q = packed_q(dc).view({B, Lq, c.heads, c.head_dim}).transpose(1, 2);
     const at::Tensor k = packed_kv(dc, false).reshape({B, Lk, c.kv_heads, c.head_dim}).transpose(1, 2);
     const at::Tensor v = packed_kv(dc, true).reshape({B, Lk, c.kv_heads, c.v_head_dim}).transpose(1, 2);
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
     auto result = at::_cudnn_attention_forward(q, k, v, std::nullopt, std::nullopt, std::nullopt, Lq, Lk, true, 0.0,
                                                c.causal, false, c.softmax_scale());
     const at::Tensor& o = std::get<0>(result);  // (B, H, Lq, dv)

@@ -41,6 +41,12 @@ void write_lse(const at::Tensor& rows, device::DeviceOutput& out) {
   out.lse_written = true;
 }
 
+void recycle_nan_block(const KernelCase& c, std::int64_t elems) {
+  if (elems <= 0) return;
+  at::empty({elems}, at::TensorOptions().dtype(torch_bridge::scalar_type(c.dtype)).device(at::kCUDA))
+      .fill_(std::numeric_limits<float>::quiet_NaN());
+}
+
 at::Tensor int32_device(const std::vector<std::int32_t>& v) {
   at::Tensor h = at::empty({static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(at::kInt));
   std::copy(v.begin(), v.end(), h.data_ptr<std::int32_t>());

@@ -27,6 +27,12 @@ void write_out(const at::Tensor& rows, device::DeviceOutput& out);
 // Writes a (total_q, H) float32 LSE.
 void write_lse(const at::Tensor& rows, device::DeviceOutput& out);
 
+// The fused ops allocate their own output from PyTorch's caching allocator, so a row a kernel never writes
+// would show whatever an earlier case left in that memory: invisible in a fresh process, random in a
+// campaign. Call this just before the op: it fills a block of the output's size and dtype with NaN and
+// frees it, and the allocator hands that block out next, so an unwritten row reads as NaN.
+void recycle_nan_block(const KernelCase& c, std::int64_t elems);
+
 // cu_seqlens-style int32 device tensors.
 at::Tensor int32_device(const std::vector<std::int32_t>& v);
 
