@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# ci/hf_crosscheck.sh [DIR] [hf_crosscheck.py options] — cross-checks flashcheck's C++ emulation of Hugging Face
+# transformers' attention against the real transformers 5.17.0 (CPU). Uses the torch interpreter that
+# ci/setup.sh recorded in build/python-for-torch and installs transformers==5.17.0 into it from PyPI unless it is
+# already there. If DIR (default build/hf-export) has no manifest.json, it is written first with
+#   build/cpu/cli/flashcheck export --out DIR --generated 200 --seed 1
+# Exit status is ci/hf_crosscheck.py's: 0 all cases agree, 1 some case differs, 2 bad input or set-up failure.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+want=5.17.0
+
+dir=build/hf-export
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+  dir=$1
+  shift
+fi
+
+log() { printf '[hf-crosscheck] %s\n' "$*" >&2; }
+
+if [ ! -s build/python-for-torch ]; then
+  log "build/python-for-torch is missing: run ci/setup.sh first"
+  exit 2
+fi
+py=$(cat build/python-for-torch)
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  log "$py (from build/python-for-torch) cannot import torch: run ci/setup.sh"
+  exit 2
+fi
+
+has_transformers() {
+  "$py" -c "import sys, transformers; sys.exit(0 if transformers.__version__ == '$want' else 1)" 2>/dev/null
+}
+if ! has_transformers; then
+  log "installing transformers==$want from PyPI next to torch ($py)"
+  "$py" -m pip install -q --disable-pip-version-check "transformers==$want"
+  has_transformers || { log "transformers $want is still not importable with $py"; exit 2; }
+fi
+
+if [ ! -f "$dir/manifest.json" ]; then
+  cli=build/cpu/cli/flashcheck
+  if [ ! -x "$cli" ]; then
+    log "$cli is missing: build it first (ci/build.sh cpu)"
+    exit 2
+  fi
+  log "writing the export: $cli export --out $dir --generated 200 --seed 1"
+  mkdir -p "$dir"
+  "$cli" export --out "$dir" --generated 200 --seed 1
+fi
+
+exec "$py" "$root/ci/hf_crosscheck.py" "$dir" "$@"

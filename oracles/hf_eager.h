@@ -1,0 +1,25 @@
+// The HF-eager oracle (research/hf.md §6 A): what transformers' eager attention returns for a ModelCase.
+// It runs LibTorch's CPU ops in the order and dtypes transformers uses (matmul and the scale in the model
+// dtype, softcap, the additive mask at finfo.min, softmax in fp32 then cast, matmul with V), so its
+// rounding is transformers' own; ci/hf_crosscheck.py checks it against transformers itself.
+#pragma once
+
+#include "core/case_tensors.h"
+#include "core/model_case.h"
+#include "core/model_tensors.h"
+#include "oracles/hf_masks.h"
+
+namespace flashcheck::hf {
+
+struct EagerResult {
+  HostTensor out;  // [B, Lq, Hq, D], values exact in the case's dtype
+  EagerMask mask;  // what was allowed, and which rows are not comparable
+};
+
+EagerResult eager_attention(const ModelCase& m, const ModelTensors& t);
+
+// The same attention in fp64 with the same allowed keys (the exact value eager approximates), [B, Lq, Hq, D].
+// Rows without an allowed key are 0. The integration property bounds both paths' errors with it.
+std::vector<double> exact_attention(const ModelCase& m, const ModelTensors& t, const EagerMask& mask);
+
+}  // namespace flashcheck::hf
