@@ -4,6 +4,8 @@
 # ci/setup.sh recorded in build/python-for-torch and installs transformers==5.17.0 into it from PyPI unless it is
 # already there. If DIR (default build/hf-export) has no manifest.json, it is written first with
 #   build/cpu/cli/flashcheck export --out DIR --generated 200 --seed 1
+# transformers 5.17.0 needs safetensors>=0.8.0, so pip upgrades the environment's safetensors 0.7.0 (same file
+# bytes). HF_CROSSCHECK_PYTHON=/path/to/python uses that interpreter instead of build/python-for-torch.
 # Exit status is ci/hf_crosscheck.py's: 0 all cases agree, 1 some case differs, 2 bad input or set-up failure.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,13 +20,16 @@ fi
 
 log() { printf '[hf-crosscheck] %s\n' "$*" >&2; }
 
-if [ ! -s build/python-for-torch ]; then
+if [ -n "${HF_CROSSCHECK_PYTHON:-}" ]; then
+  py=$HF_CROSSCHECK_PYTHON            # another interpreter with torch (transformers is installed into it too)
+elif [ -s build/python-for-torch ]; then
+  py=$(cat build/python-for-torch)
+else
   log "build/python-for-torch is missing: run ci/setup.sh first"
   exit 2
 fi
-py=$(cat build/python-for-torch)
 if ! "$py" -c 'import torch' 2>/dev/null; then
-  log "$py (from build/python-for-torch) cannot import torch: run ci/setup.sh"
+  log "$py cannot import torch: run ci/setup.sh"
   exit 2
 fi
 

@@ -1,20 +1,44 @@
 #!/usr/bin/env python3
-"""ci/hf_crosscheck_selftest.py [--keep DIR] [--spec hf517|hfmd] [--generate-only] — tests ci/hf_crosscheck.py
+"""ci/hf_crosscheck_selftest.py [--keep DIR] [--spec hf517|hfmd --generate-only] — tests ci/hf_crosscheck.py
 without the C++: writes an export directory in the exact `flashcheck export` format (schema
 flashcheck.export/1) from a small, independent Python model of the C++ semantics (shared/research/hf.md §6 (A)
 eager and (B) flash dispatch), then runs the cross-check on it.
 
---spec hf517 (default) applies the corrections found by reading and running transformers 5.17.0 (see RULES
-below); --spec hfmd follows hf.md §6 literally. With no --generate-only the self-test runs:
+--spec hf517 (default) applies the RULES below, found by reading and running transformers 5.17.0; --spec hfmd
+follows hf.md §6 as written. With no --generate-only the self-test runs:
   1. hf517 export                          -> hf_crosscheck.py must exit 0 (every case agrees);
+     the same written and checked with --sliding-cache model -> exit 0; the hf517 export checked with
+     --sliding-cache model -> exit 1, exactly the cases in MODEL_CACHE_DIFFERS;
   2. hfmd export                           -> exit 1, and exactly the cases in HFMD_DIFFERS differ;
-  3. hf517 export with one eager element moved by 2 ulp and one flash_rows entry changed -> exit 1, those two
-     cases only;
-  4. a manifest with a wrong schema, and one whose tensors file is missing -> exit 2.
-Exit 0 when all four hold.
+  3. hf517 export with one eager element moved by 2 ulp, one moved by 1 ulp (must still pass) and one
+     flash_rows entry changed -> exit 1, exactly the two broken cases;
+  4. a manifest with a wrong schema, one whose tensors file is missing, a missing directory -> exit 2.
+Exit 0 when all hold. Takes about half a minute on one core.
+
+RULES (transformers 5.17.0 where it differs from, or sharpens, hf.md §6):
+  R1 packed position_ids (B5a): a sequence starts wherever pos == min(pos) over the flattened tensor (PR #47525
+     is in 5.17.0), so cu always has >= 2 entries and "no zero" never raises: [[10,12,14]] -> cu [0,3];
+     [[2,3,4,2,3]] -> [0,3,5]; [[4,4,4]] -> [0,1,2,3]; [[3,4,0,1,2]] -> [2,5] (rows 0,1 unwritten).
+  R2 flash mask (B0): flash_attention_mask returns None only if the sliced mask has exactly kv_length columns
+     and is all true; an all-true mask shorter than kv_length (StaticCache: kv_length = max_cache_len) is kept,
+     so the mask branch runs and cuts k/v to the mask's length.
+  R3 sliding window + dynamic cache: with full-history K/V (the export's, hf_crosscheck.py's default) the mask
+     kv_length is P+Lq, not hf.md B0's min(P, W-1)+Lq (that size belongs to the model's DynamicSlidingWindowLayer,
+     which also hands the layer only the last min(P, W-1)+Lq K/V columns). With --sliding-cache model (a real
+     Mistral/Gemma2 cache): off = max(P-W+1, 0), k/v = exported columns [off, P+Lq), kv_length = P+Lq-off,
+     window_size needs P+Lq-off > W, and eager works on those columns only (a row with no allowed key averages
+     V over them, not over all P+Lq).
+  R4 mask branch (B3d): the query_length test compares with k.shape[1] after the static cut, i.e.
+     min(k.shape[1], Lm'); the k/v gather and then the q gather index flat rows and raise
+     "index I is out of bounds for dimension 0 with size N" (I the first index out of range) when the caller's
+     query_length does not fit q.
+  R5 without a cache object, an explicit 2D mask sets kv_length = its length Lm (not Lq): flash slices
+     [:, -Lm:] (a no-op) and the eager mask is [B, 1, Lq, Lm] (it fails to add when Lm != Lq).
+  R6 a varlen call whose cu_seqlens reach past the rows it was given (3-D M-RoPE positions flattened to 3*Lq,
+     caller cu_seq_lens) is made by transformers without complaint; the C++ reports it as an illegal memory
+     access (branch error), which hf_crosscheck.py accepts, or records the call (case data fault_as_call).
 """
 import argparse
-import copy
 import json
 import os
 import shutil
@@ -29,11 +53,13 @@ HFMD_DIFFERS = {
     "pos-no-zero",          # 5.17.0: sequence starts are pos == pos.min() (PR #47525 is in), no error
     "pos-restart-at-2",     # same rule: [[2,3,4,2,3]] -> cu [0,3,5]; hf.md: no zero -> error
     "pos-all-equal",        # same rule: [[4,4,4]] -> cu [0,1,2,3]
-    "mrope-3d-past",        # same rule on the flattened [3,1,L] tensor [2,3,4]*3 -> cu [0,3,6,9]
     "static-cache-allones", # 5.17.0 flash_attention_mask keeps an all-true mask shorter than kv_length
-    "sliding-decode-past",  # sliding DynamicCache keeps W-1 past columns: k.shape[1] = W, so no window_size
-    "sliding-cache-empty-row",  # ... and a row with no allowed key averages V over those columns only
+    # hf.md B0 slices the mask to min(P, W-1)+Lq columns (all true -> dense, or other cu_seqlens_k), but with
+    # the export's full-history K/V transformers' kv_length is P+Lq (R3):
+    "sliding-left-pad-past", "sliding-decode-past", "sliding-cache-empty-row",
 }
+# The same with --sliding-cache model (both sides): must agree; with the hf517 export it must differ here.
+MODEL_CACHE_DIFFERS = {"sliding-left-pad-past", "sliding-decode-past", "sliding-cache-empty-row"}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -43,13 +69,13 @@ HFMD_DIFFERS = {
 def cases():
     C = []
 
-    def add(name, **kw):
+    def add(name, data=None, **kw):
         base = {"dtype": "fp16", "batch": 2, "q_len": 5, "past": 0, "heads": 4, "kv_heads": 4, "head_dim": 16,
                 "causal": True, "sliding_window": None, "softcap": None, "scale": None, "attention_mask": None,
                 "position_ids": None, "position_ids_3d": False, "query_length": None, "use_cache": False,
                 "static_cache_len": None, "varlen_kwargs": None}
         base.update(kw)
-        base["data"] = {"recipe": "selftest", "seed": len(C)}
+        base["data"] = {"recipe": "selftest", "seed": len(C), **(data or {})}
         C.append((name, base))
 
     add("no-mask")
@@ -87,6 +113,8 @@ def cases():
     add("gqa-8-2-dense", dtype="bf16", q_len=6, heads=8, kv_heads=2)
     add("query-length-2", q_len=4, query_length=2, attention_mask=[[0, 1, 1, 1], [1, 1, 1, 1]])
     add("query-length-1-dense", q_len=3, query_length=1)
+    add("query-length-1-mask", q_len=3, past=2, use_cache=True, query_length=1,
+        attention_mask=[[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]])
     add("query-length-gt-lq", q_len=2, past=2, use_cache=True, query_length=4,
         attention_mask=[[0, 1, 1, 1], [1, 1, 1, 1]])
     add("mask-shorter-than-kv", q_len=3, past=2, use_cache=True, attention_mask=[[1, 1, 1, 1], [0, 1, 1, 1]])
@@ -106,6 +134,8 @@ def cases():
     add("varlen-kwargs-under-mask", batch=1, q_len=4, attention_mask=[[0, 1, 1, 1]],
         varlen_kwargs={"cu_seq_lens_q": [0, 4], "cu_seq_lens_k": [0, 4], "max_length_q": 4, "max_length_k": 4})
     add("mrope-3d", batch=1, q_len=4, position_ids=[[0, 1, 2, 3]], position_ids_3d=True)
+    add("mrope-3d-call-recorded", batch=1, q_len=4, position_ids=[[0, 1, 2, 3]], position_ids_3d=True,
+        data={"fault_as_call": True})  # the C++ may record an out-of-bounds call instead of an error
     add("mrope-3d-past", batch=1, q_len=3, past=2, use_cache=True, position_ids=[[2, 3, 4]], position_ids_3d=True)
     add("mrope-3d-batch2", batch=2, q_len=4, position_ids=[[0, 1, 2, 3], [0, 1, 2, 3]], position_ids_3d=True)
     add("noncausal-pad", causal=False, q_len=4, attention_mask=[[0, 1, 1, 1], [1, 1, 1, 1]])
@@ -123,22 +153,22 @@ def has_cache(c):
     return bool(c["use_cache"]) or c["past"] > 0 or c["static_cache_len"] is not None
 
 
-def kv_offset(c, spec):
-    """First exported kv column the attention layer receives. hf517: a dynamic cache built from a sliding-window
-    config (DynamicSlidingWindowLayer, what Mistral/Gemma2 create) keeps only the last W-1 past columns.
-    hf.md A2 models the full history."""
+def kv_offset(c, spec, sliding_cache):
+    """First exported kv column the attention layer receives. With sliding_cache "model" (R3) a dynamic cache
+    built from a sliding-window config keeps only the last W-1 past columns; "full" (hf.md A2, and
+    hf_crosscheck.py's default) keeps the whole history."""
     W, P = c["sliding_window"], c["past"]
-    if spec == "hf517" and W is not None and has_cache(c) and c["static_cache_len"] is None:
+    if sliding_cache == "model" and W is not None and has_cache(c) and c["static_cache_len"] is None:
         return max(P - (W - 1), 0)
     return 0
 
 
-def eager_reference(torch, c, q, k, v, spec):
+def eager_reference(torch, c, q, k, v, spec, sliding_cache):
     """hf.md §6 (A). q [B, Lq, Hq, D], k/v [B, Lk, Hkv, D] -> [B, Lq, Hq, D]."""
     dt = q.dtype
     B, Lq, Hq, D = q.shape
     Lk, Hkv = k.shape[1], k.shape[2]
-    off = kv_offset(c, spec)
+    off = kv_offset(c, spec, sliding_cache)
     k, v = k[:, off:], v[:, off:]
     P = c["past"]
     M = c["attention_mask"]
@@ -193,14 +223,14 @@ def gather_check(indices, rows):
             raise FlashError(f"index {i} is out of bounds for dimension 0 with size {rows}")
 
 
-def flash_reference(c, spec):
+def flash_reference(c, spec, sliding_cache):
     """hf.md §6 (B) -> (branch, call dict or None, rows or None, error or None)."""
     B, Lq, P = c["batch"], c["q_len"], c["past"]
     W, cap = c["sliding_window"], c["softcap"]
     D = c["head_dim"]
     static = c["static_cache_len"]
     Lk = static if static is not None else P + Lq
-    off = kv_offset(c, spec)
+    off = kv_offset(c, spec, sliding_cache)
     Lk_eff = Lk - off  # k.shape[1] as the attention function receives it
     ql = c["query_length"] if c["query_length"] is not None else Lq
     M = c["attention_mask"]
@@ -246,6 +276,8 @@ def flash_reference(c, spec):
             cu_q, max_q, idx_q = cu_k, max(nk), idx_k
             gather_check(idx_q, B * Lq)
         elif ql == 1:
+            if Lq != 1:  # q.squeeze(1) keeps a 4-D query: the varlen kernel rejects it
+                raise FlashError(f"the varlen kernel received a 4-D query: query_length is 1 but q has {Lq} tokens")
             cu_q, max_q, idx_q = list(range(B + 1)), 1, list(range(B))
         else:
             Mq = [r[-ql:] for r in Mb]
@@ -265,7 +297,13 @@ def flash_reference(c, spec):
     def varlen_rows(nq_rows, cu):
         return [r if cu[0] <= r < cu[-1] else -2 for r in range(nq_rows)]
 
+    def bounds(cu_q, cu_k, q_rows, k_rows):  # FlashAttention reads [cu[0], cu[-1]) unchecked
+        if (cu_q[-1] > q_rows or cu_k[-1] > k_rows) and not c["data"].get("fault_as_call"):
+            raise FlashError(f"illegal memory access: cu_seqlens reach query row {cu_q[-1]} and key row "
+                                 f"{cu_k[-1]}, but the call has {q_rows} query and {k_rows} key rows")
+
     if have_vk:  # B4
+        bounds(vk["cu_seq_lens_q"], vk["cu_seq_lens_k"], B * Lq, B * Lk_eff)
         call.update(kind="varlen", cu_seqlens_q=list(vk["cu_seq_lens_q"]), cu_seqlens_k=list(vk["cu_seq_lens_k"]),
                     max_seqlen_q=vk["max_length_q"], max_seqlen_k=vk["max_length_k"])
         return "varlen_kwargs", call, varlen_rows(B * Lq, vk["cu_seq_lens_q"]), None
@@ -293,6 +331,7 @@ def flash_reference(c, spec):
             return "error", None, None, ("max(): Expected reduction dim to be specified for input.numel() == 0. "
                                          "Specify the reduction dim with the 'dim' argument.")
         mx = max(cu[i + 1] - cu[i] for i in range(len(cu) - 1))
+        bounds(cu, cu, B * Lq, B * Lk_eff)
         call.update(kind="varlen", cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=mx, max_seqlen_k=mx)
         return "packed", call, varlen_rows(B * Lq, cu), None
 
@@ -303,7 +342,7 @@ def flash_reference(c, spec):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def generate(out_dir, spec):
+def generate(out_dir, spec, sliding_cache="full"):
     import torch
     from safetensors.torch import save_file
 
@@ -321,14 +360,14 @@ def generate(out_dir, spec):
         if c["static_cache_len"] is not None:
             k[:, P + Lq:] = 0
             v[:, P + Lq:] = 0
-        tensors = {"q": q, "k": k, "v": v, "eager_out": eager_reference(torch, c, q, k, v, spec)}
+        tensors = {"q": q, "k": k, "v": v, "eager_out": eager_reference(torch, c, q, k, v, spec, sliding_cache)}
         if c["attention_mask"] is not None:
             tensors["attention_mask"] = torch.tensor(c["attention_mask"], dtype=torch.int64)
         if c["position_ids"] is not None:
             p = torch.tensor(c["position_ids"], dtype=torch.int64)
             tensors["position_ids"] = p[None].expand(3, -1, -1).contiguous() if c["position_ids_3d"] else p
         try:
-            branch, call, rows, err = flash_reference(c, spec)
+            branch, call, rows, err = flash_reference(c, spec, sliding_cache)
         except FlashError as e:
             branch, call, rows, err = "error", None, None, str(e)
         except (IndexError, ValueError) as e:  # the model has no answer here: an error the check will report
@@ -361,6 +400,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", metavar="DIR", help="write the exports under DIR (kept) instead of a temporary folder")
     ap.add_argument("--spec", choices=("hf517", "hfmd"), default="hf517", help="with --generate-only: the rules")
+    ap.add_argument("--sliding-cache", choices=("full", "model"), default="full",
+                    help="with --generate-only: the sliding-window cache the export assumes (see R3)")
     ap.add_argument("--generate-only", action="store_true", help="only write the export (to --keep DIR)")
     ap.add_argument("--quiet", action="store_true", help="do not echo the cross-check output")
     args = ap.parse_args()
@@ -368,8 +409,8 @@ def main():
     if args.generate_only:
         if not args.keep:
             ap.error("--generate-only needs --keep DIR")
-        m = generate(args.keep, args.spec)
-        print(f"wrote {len(m['cases'])} cases to {args.keep} (--spec {args.spec})")
+        m = generate(args.keep, args.spec, args.sliding_cache)
+        print(f"wrote {len(m['cases'])} cases to {args.keep} (--spec {args.spec}, --sliding-cache {args.sliding_cache})")
         return 0
 
     base = args.keep or tempfile.mkdtemp(prefix="hfx-selftest-")
@@ -387,6 +428,16 @@ def main():
     generate(d1, "hf517")
     rc, failing, text = run_check(d1)
     report(f"hf517 export -> exit {rc} (want 0), differing {sorted(failing)}", rc == 0 and not failing, text)
+
+    # 1b: the model's sliding-window cache, on both sides
+    d1b = os.path.join(base, "hf517-model-cache")
+    generate(d1b, "hf517", sliding_cache="model")
+    rc, failing, text = run_check(d1b, ["--sliding-cache", "model"])
+    report(f"hf517 export, --sliding-cache model -> exit {rc} (want 0), differing {sorted(failing)}",
+           rc == 0 and not failing, text)
+    rc, failing, text = run_check(d1, ["--sliding-cache", "model"])
+    report(f"hf517 export checked with --sliding-cache model -> exit {rc} (want 1), differing {sorted(failing)} "
+           f"(want {sorted(MODEL_CACHE_DIFFERS)})", rc == 1 and failing == MODEL_CACHE_DIFFERS, text)
 
     # 2
     d2 = os.path.join(base, "hfmd")

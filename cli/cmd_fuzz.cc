@@ -7,14 +7,31 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "properties/fuzz.h"
+#include "properties/model_fuzz.h"
 
 namespace flashcheck::cli {
 
 int run_fuzz_command(const FuzzCommandOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
+  std::vector<std::string> kernel_level;
+  bool integration = false;
+  for (const std::string& n : o.properties) {
+    if (n == "integration") integration = true;
+    else kernel_level.push_back(n);
+  }
   std::vector<const Property*> props;
-  if (!resolve_properties(o.properties, props)) return kExitUsage;
+  if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return kExitUsage;
+  std::vector<hf::Profile> profiles;
+  if (integration)
+    for (const std::string& n : o.profiles) {
+      const auto p = hf::parse_profile(n);
+      if (!p) {
+        fmt::print(stderr, "flashcheck fuzz: unknown profile '{}' (hf-main, hf-4.55, hf-4.53, hf-2025-08, fastchat-2023)\n", n);
+        return kExitUsage;
+      }
+      profiles.push_back(*p);
+    }
   if (o.cases <= 0 && o.time <= 0 && o.reproduce.empty()) {
     fmt::print(stderr, "flashcheck fuzz: give --cases N or --time SECONDS\n");
     return kExitUsage;
@@ -22,6 +39,38 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   const bool tty = ::isatty(STDERR_FILENO);
   nlohmann::json all = nlohmann::json::array();
   bool ok = true;
+  auto options = [&](const std::string& label) {
+    FuzzOptions fo;
+    fo.cases = o.cases;
+    fo.seconds = o.time;
+    fo.seed = o.seed;
+    fo.max_size = o.max_size;
+    fo.shrink = {o.shrink_attempts, o.shrink_seconds};
+    fo.out_dir = o.out;
+    fo.reproduce = o.reproduce;
+    fo.on_progress = [&o, label, tty, last_line = -10.0](std::int64_t cases, std::int64_t failures, double seconds) mutable {
+      const std::string line =
+          fmt::format("{}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", label, cases, cases / std::max(seconds, 1e-9), failures, seconds);
+      if (tty) {
+        fmt::print(stderr, "\r{:<100}", line);
+      } else if (seconds - last_line >= 10) {
+        fmt::print(stderr, "{}\n", line);
+        last_line = seconds;
+      }
+    };
+    return fo;
+  };
+  for (hf::Profile profile : profiles) {
+    const FuzzOptions fo = options(fmt::format("{} / integration / {}", kernels[0]->name(), hf::to_string(profile)));
+    ModelGenLimits limits;
+    limits.max_batch = std::min<std::int64_t>(o.max_batch, limits.max_batch);
+    limits.max_heads = o.max_heads;
+    const FuzzReport r = run_model_fuzz(profile, *kernels[0], fo, limits);
+    if (tty) fmt::print(stderr, "\r{:<100}\r", "");
+    ok = ok && r.ok();
+    if (o.json) all.push_back(to_json(r));
+    else print_fuzz_report(r);
+  }
   for (const Property* p : props) {
     FuzzOptions fo;
     fo.cases = o.cases;

@@ -30,7 +30,8 @@ int run_replay(const ReplayOptions& o);
 
 struct FuzzCommandOptions {
   std::string kernel;
-  std::vector<std::string> properties{"conformance"};  // or "all"
+  std::vector<std::string> properties{"conformance"};  // or "all", or "integration" (model level)
+  std::vector<std::string> profiles{"hf-main"};        // integration: HF flash-path profiles
   std::int64_t cases = 0;
   double time = 0;
   std::uint64_t seed = 1;

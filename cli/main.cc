@@ -28,9 +28,16 @@ int main(int argc, char** argv) {
   FuzzCommandOptions fuzz;
   auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
   cmd_fuzz->add_option("--kernel,-k", fuzz.kernel, "Kernel to fuzz")->required();
-  cmd_fuzz->add_option("--property,-p", fuzz.properties, "Property (repeatable, or 'all'; default conformance)")
+  cmd_fuzz->add_option("--property,-p", fuzz.properties,
+                       "Property (repeatable, or 'all'; default conformance); 'integration' judges model-level cases")
       ->expected(1)
       ->take_all();
+  cmd_fuzz->add_option("--profile", fuzz.profiles,
+                       "HF flash-path profile for --property integration (repeatable): hf-main, hf-4.55, hf-4.53, "
+                       "hf-2025-08, fastchat-2023")
+      ->expected(1)
+      ->take_all()
+      ->capture_default_str();
   cmd_fuzz->add_option("--cases,-n", fuzz.cases, "Cases to judge per property");
   cmd_fuzz->add_option("--time,-t", fuzz.time, "Seconds to run per property");
   cmd_fuzz->add_option("--seed,-s", fuzz.seed, "Campaign seed (every chunk's RapidCheck seed derives from it)")->capture_default_str();

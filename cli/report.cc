@@ -56,14 +56,21 @@ void print_fuzz_report(const FuzzReport& r) {
              r.findings.size(), r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio,
              r.worst_bound_use);
   for (const Finding& f : r.findings) {
-    fmt::print("  FOUND at case {}: {}\n", f.case_index, summary(f.minimized));
+    fmt::print("  FOUND at case {}: {}\n", f.case_index, f.model_case ? summary(*f.model_case) : summary(f.minimized));
     fmt::print("    {}\n", describe(f.verdict));
     fmt::print("    shrunk in {} steps ({} attempts{})\n", f.shrink_steps, f.shrink_attempts,
                f.shrink_budget_exhausted ? ", budget exhausted" : "");
     if (!f.fixture.empty()) fmt::print("    fixture: {}\n    replay:  flashcheck replay {} --kernel {}\n", f.fixture, f.fixture, r.kernel);
-    if (!f.reproduce.empty())
-      fmt::print("    rapidcheck: flashcheck fuzz --kernel {} --property {} --reproduce '{}'\n", r.kernel, r.property,
-                 f.reproduce);
+    if (!f.reproduce.empty()) {
+      // Model-level runs are labelled integration/<profile>; the command takes them as two options.
+      const auto slash = r.property.find('/');
+      const std::string prop = f.model_case ? fmt::format("integration --profile {}", r.property.substr(slash + 1)) : r.property;
+      fmt::print("    rapidcheck: flashcheck fuzz --kernel {} --property {} --reproduce '{}'\n", r.kernel, prop, f.reproduce);
+    }
+  }
+  if (!r.known_divergences.empty()) {
+    fmt::print("  documented divergences met (counted, not findings):\n");
+    for (const auto& [id, n] : r.known_divergences) fmt::print("    {:>6}  {}\n", n, id);
   }
   if (r.unsupported > 0) {
     fmt::print("  {} generated case{} not judged:\n", r.unsupported, r.unsupported == 1 ? "" : "s");

@@ -11,6 +11,7 @@
 #include "core/detail/json_reader.h"
 #include "core/error.h"
 #include "core/geometry.h"
+#include "core/model_case_json.h"
 #include "core/safetensors.h"
 
 namespace flashcheck {
@@ -55,6 +56,38 @@ void attach_tensors(Fixture& f, const std::string& path) {
   }
 }
 
+std::map<std::string, Expectation> read_expectations(const detail::JsonReader& cr, const json& node) {
+  std::map<std::string, Expectation> out;
+  if (!cr.has("expect")) return out;
+  const detail::JsonReader ex = cr.object("expect");
+  for (const auto& [who, spec] : node.at("expect").items()) {
+    const detail::JsonReader e = ex.object(who);
+    e.only({"verdict", "reason_contains", "run_outside_contract", "why"});
+    Expectation x;
+    const std::string v = e.string("verdict");
+    const auto kind = parse_verdict_kind(v);
+    if (!kind) e.fail("verdict", fmt::format("unknown verdict \"{}\"", v));
+    x.verdict = *kind;
+    x.reason_contains = e.string("reason_contains", "");
+    x.run_outside_contract = e.boolean("run_outside_contract", false);
+    x.why = e.string("why", "");
+    out[who] = x;
+  }
+  return out;
+}
+
+json write_expectations(const std::map<std::string, Expectation>& expect) {
+  json out = json::object();
+  for (const auto& [who, x] : expect) {
+    json e = {{"verdict", to_string(x.verdict)}};
+    if (!x.reason_contains.empty()) e["reason_contains"] = x.reason_contains;
+    if (x.run_outside_contract) e["run_outside_contract"] = true;
+    if (!x.why.empty()) e["why"] = x.why;
+    out[who] = e;
+  }
+  return out;
+}
+
 }  // namespace
 
 Fixture load_fixture(const std::string& path) {
@@ -89,25 +122,26 @@ Fixture load_fixture(const std::string& path) {
       fc.kcase = case_from_json(cases[i], path, at);
       const detail::JsonReader cr(cases[i], path, at);
       fc.note = cr.string("note", "");
-      if (cr.has("expect")) {
-        const detail::JsonReader ex = cr.object("expect");
-        for (const auto& [kernel, spec] : cases[i].at("expect").items()) {
-          const detail::JsonReader e = ex.object(kernel);
-          e.only({"verdict", "reason_contains", "run_outside_contract", "why"});
-          Expectation x;
-          const std::string v = e.string("verdict");
-          const auto kind = parse_verdict_kind(v);
-          if (!kind) e.fail("verdict", fmt::format("unknown verdict \"{}\"", v));
-          x.verdict = *kind;
-          x.reason_contains = e.string("reason_contains", "");
-          x.run_outside_contract = e.boolean("run_outside_contract", false);
-          x.why = e.string("why", "");
-          fc.expect[kernel] = x;
-        }
-      }
+      fc.expect = read_expectations(cr, cases[i]);
       f.cases.push_back(std::move(fc));
     }
   }
+  if (r.has("model_cases")) {
+    const json& cases = r.array("model_cases");
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const std::string at = fmt::format("model_cases[{}]", i);
+      ModelFixtureCase mc;
+      mc.mcase = model_case_from_json(cases[i], path, at);
+      const detail::JsonReader cr(cases[i], path, at);
+      mc.note = cr.string("note", "");
+      mc.expect = read_expectations(cr, cases[i]);
+      for (const auto& [profile, x] : mc.expect)
+        if (!is_profile_name(profile))
+          cr.fail("expect." + profile, "unknown profile (expected hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023)");
+      f.model_cases.push_back(std::move(mc));
+    }
+  }
+  if (f.cases.empty() && f.model_cases.empty()) r.fail("cases", "the fixture has no cases and no model_cases");
   if (r.has("tensors")) {
     f.tensors_file = r.string("tensors");
     attach_tensors(f, (fs::path(path).parent_path() / f.tensors_file).string());
@@ -122,13 +156,7 @@ void save_fixture(const Fixture& f) {
     const FixtureCase& fc = f.cases[i];
     json c = case_to_json(fc.kcase);
     if (!fc.note.empty()) c["note"] = fc.note;
-    for (const auto& [kernel, x] : fc.expect) {
-      json e = {{"verdict", to_string(x.verdict)}};
-      if (!x.reason_contains.empty()) e["reason_contains"] = x.reason_contains;
-      if (x.run_outside_contract) e["run_outside_contract"] = true;
-      if (!x.why.empty()) e["why"] = x.why;
-      c["expect"][kernel] = e;
-    }
+    if (!fc.expect.empty()) c["expect"] = write_expectations(fc.expect);
     cases.push_back(std::move(c));
     if (fc.tensors) {
       const CaseTensors& t = *fc.tensors;
@@ -157,7 +185,17 @@ void save_fixture(const Fixture& f) {
     write_safetensors(tpath.string() + ".tmp", tensors);
     fs::rename(tpath.string() + ".tmp", tpath);
   }
-  j["cases"] = std::move(cases);
+  if (!f.cases.empty()) j["cases"] = std::move(cases);
+  if (!f.model_cases.empty()) {
+    json mcases = json::array();
+    for (const ModelFixtureCase& mc : f.model_cases) {
+      json c = model_case_to_json(mc.mcase);
+      if (!mc.note.empty()) c["note"] = mc.note;
+      if (!mc.expect.empty()) c["expect"] = write_expectations(mc.expect);
+      mcases.push_back(std::move(c));
+    }
+    j["model_cases"] = std::move(mcases);
+  }
   const std::string tmp = f.path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -181,16 +219,29 @@ std::vector<std::string> find_fixture_files(const std::string& path) {
   return files;
 }
 
-std::string content_hash(const KernelCase& c) {
-  KernelCase anon = c;
-  anon.name.clear();
-  const std::string s = case_to_json(anon).dump();
+namespace {
+
+std::string fnv1a_hex(const std::string& s) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64
   for (unsigned char ch : s) {
     h ^= ch;
     h *= 1099511628211ull;
   }
   return fmt::format("{:016x}", h);
+}
+
+}  // namespace
+
+std::string content_hash(const KernelCase& c) {
+  KernelCase anon = c;
+  anon.name.clear();
+  return fnv1a_hex(case_to_json(anon).dump());
+}
+
+std::string content_hash(const ModelCase& m) {
+  ModelCase anon = m;
+  anon.name.clear();
+  return fnv1a_hex(model_case_to_json(anon).dump());
 }
 
 }  // namespace flashcheck

@@ -10,6 +10,7 @@
 
 #include "core/case_tensors.h"
 #include "core/kernel_case.h"
+#include "core/model_case.h"
 #include "core/verdict.h"
 
 namespace flashcheck {
@@ -32,12 +33,22 @@ struct FixtureCase {
   std::optional<CaseTensors> tensors;         // captured tensors, when the fixture has them
 };
 
+// A model-level case (what an attention layer of a transformers model receives) and what each profile of
+// the HF flash path does on it, by profile name ("hf-main", "hf-4.55", ...). Without an entry a profile is
+// expected to pass. Replay checks the integration property (properties/integration.h).
+struct ModelFixtureCase {
+  ModelCase mcase;
+  std::string note;
+  std::map<std::string, Expectation> expect;
+};
+
 struct Fixture {
   std::string path;  // where it was loaded from or will be saved to
   std::string title;
   std::string source;       // link to the report this fixture reproduces
   std::string description;
   std::vector<FixtureCase> cases;
+  std::vector<ModelFixtureCase> model_cases;
   std::string tensors_file;  // safetensors file next to the descriptor, "" when none
   std::string property = "conformance";  // what replay checks on every case
   // Found counterexamples carry how they were found.
@@ -57,5 +68,6 @@ std::vector<std::string> find_fixture_files(const std::string& path);
 
 // Stable 16-hex-digit hash of a case's canonical JSON: names found fixtures and de-duplicates them.
 std::string content_hash(const KernelCase& c);
+std::string content_hash(const ModelCase& m);
 
 }  // namespace flashcheck

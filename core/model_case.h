@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/data_recipe.h"
@@ -64,6 +65,11 @@ struct ModelCase {
 };
 
 std::vector<FieldError> validate(const ModelCase& m);
+
+// Names of the HF flash-path profiles (oracles/hf_flash_path.h, in the order of its Profile enum); model
+// fixtures key their expectations by them.
+inline constexpr std::string_view kProfileNames[] = {"hf-main", "hf-4.55", "hf-4.53", "hf-2025-08", "fastchat-2023"};
+bool is_profile_name(std::string_view s);
 
 // "b2 q5 p3 h8/2 d64 bf16 causal mask[left] pos[packed] W4" for reports.
 std::string summary(const ModelCase& m);

@@ -18,8 +18,14 @@ struct EagerResult {
 
 EagerResult eager_attention(const ModelCase& m, const ModelTensors& t);
 
-// The same attention in fp64 with the same allowed keys (the exact value eager approximates), [B, Lq, Hq, D].
-// Rows without an allowed key are 0. The integration property bounds both paths' errors with it.
-std::vector<double> exact_attention(const ModelCase& m, const ModelTensors& t, const EagerMask& mask);
+// The same attention in fp64 with the same allowed keys (the exact value eager approximates), [B, Lq, Hq, D],
+// with each element's first-order fp32 rounding sensitivity in units of u (the bound form of
+// reference/host/attention.cc). Rows without an allowed key are 0. The integration property bounds both
+// paths' errors with it.
+struct ExactAttention {
+  std::vector<double> out;
+  std::vector<double> noise;
+};
+ExactAttention exact_attention(const ModelCase& m, const ModelTensors& t, const EagerMask& mask);
 
 }  // namespace flashcheck::hf

@@ -165,12 +165,14 @@ std::vector<std::int64_t> unpad_last_columns(const Rows& mask, std::int64_t n, s
 // q.reshape(B * Lq)[idx_q]; both index spaces match q only when the caller's query_length is q's length.
 void scatter_queries(FlashPlan& plan, const ModelCase& m, const std::vector<std::int64_t>& idx_q, std::int64_t out_len) {
   const std::int64_t B = m.batch, Lq = m.q_len;
-  for (std::int64_t x : idx_q)
-    if (x >= B * Lq || x >= B * out_len) {
-      plan.branch = FlashBranch::kError;
-      plan.error = index_error(x, std::min(B * Lq, B * out_len));
-      return;
-    }
+  auto fail = [&](std::int64_t index, std::int64_t size) {
+    plan.branch = FlashBranch::kError;
+    plan.error = index_error(index, size);
+  };
+  for (std::int64_t x : idx_q)  // the gather from q comes first
+    if (x >= B * Lq) return fail(x, B * Lq);
+  for (std::int64_t x : idx_q)  // then pad_input's scatter into [B * out_len]
+    if (x >= B * out_len) return fail(x, B * out_len);
   plan.call.q_rows = idx_q;
   plan.out_len = out_len;
   plan.row_source.assign(static_cast<std::size_t>(B * out_len), kZeroRow);
@@ -312,16 +314,7 @@ void check_bounds(FlashPlan& plan) {
 
 }  // namespace
 
-std::string_view to_string(Profile p) {
-  switch (p) {
-    case Profile::kHfMain: return "hf-main";
-    case Profile::kHf455: return "hf-4.55";
-    case Profile::kHf453: return "hf-4.53";
-    case Profile::kHf202508: return "hf-2025-08";
-    case Profile::kFastchat2023: return "fastchat-2023";
-  }
-  return "?";
-}
+std::string_view to_string(Profile p) { return kProfileNames[static_cast<std::size_t>(p)]; }
 
 std::optional<Profile> parse_profile(std::string_view s) {
   for (Profile p : all_profiles())

@@ -16,14 +16,14 @@
 #include "core/case_json.h"
 #include "core/files.h"
 #include "core/fixture.h"
+#include "core/model_case_json.h"
 #include "properties/coverage.h"
 #include "properties/device_errors.h"
+#include "properties/fuzz_detail.h"
+#include "properties/model_generators.h"
 
 namespace flashcheck {
-namespace {
-
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+namespace detail {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -33,6 +33,13 @@ std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace detail;
 
 void write_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
@@ -72,13 +79,6 @@ std::string save_finding(const std::string& dir, const Kernel& k, const Property
   return fx.path;
 }
 
-class QuietListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
-
 // Everything the property lambda updates while RapidCheck drives it.
 struct RunState {
   Kernel& k;
@@ -104,21 +104,33 @@ struct RunState {
   }
 };
 
-std::int64_t case_size(const KernelCase& c) {
+}  // namespace
+
+namespace detail {
+
+namespace {
+
+std::int64_t case_size(const Finding& f) {
+  if (f.model_case) {
+    const ModelCase& m = *f.model_case;
+    return m.batch * (m.q_len + m.past) + m.heads * m.head_dim;
+  }
+  const KernelCase& c = f.minimized;
   std::int64_t n = c.heads * (c.head_dim + c.v_head_dim);
   for (const Sequence& s : c.seqs) n += s.q_len + s.k_len + 1;
   return n;
 }
 
-// Keeps one finding per signature, the smallest; saves it (and forgets the fixture it replaces).
+}  // namespace
+
 void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save) {
   const std::string sig = failure_signature(r.property, f);
   for (Finding& g : r.findings) {
     if (failure_signature(r.property, g) != sig) continue;
-    if (case_size(f.minimized) < case_size(g.minimized)) {
+    if (case_size(f) < case_size(g)) {
       if (!g.fixture.empty()) {
         remove_file(g.fixture);
-        remove_file(fs::path(g.fixture).replace_extension(".safetensors").string());
+        remove_file(std::filesystem::path(g.fixture).replace_extension(".safetensors").string());
       }
       f.fixture = save(f);
       g = std::move(f);
@@ -129,11 +141,11 @@ void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const
   r.findings.push_back(std::move(f));
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string failure_signature(const std::string& property, const Finding& f) {
   std::string s = property + "/" + std::string(to_string(f.verdict.kind));
-  for (const std::string& feature : classify(f.minimized)) s += "/" + feature;
+  for (const std::string& feature : f.model_case ? classify(*f.model_case) : classify(f.minimized)) s += "/" + feature;
   return s;
 }
 
@@ -254,8 +266,8 @@ FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
 nlohmann::json to_json(const FuzzReport& r) {
   nlohmann::json findings = nlohmann::json::array();
   for (const Finding& f : r.findings)
-    findings.push_back({{"case", case_to_json(f.minimized)},
-                        {"summary", summary(f.minimized)},
+    findings.push_back({{f.model_case ? "model_case" : "case", f.model_case ? model_case_to_json(*f.model_case) : case_to_json(f.minimized)},
+                        {"summary", f.model_case ? summary(*f.model_case) : summary(f.minimized)},
                         {"verdict", to_json(f.verdict)},
                         {"case_index", f.case_index},
                         {"shrink_steps", f.shrink_steps},
@@ -278,6 +290,7 @@ nlohmann::json to_json(const FuzzReport& r) {
           {"coverage", r.coverage},
           {"coverage_missing", r.coverage_missing},
           {"not_applicable", r.not_applicable},
+          {"known_divergences", r.known_divergences},
           {"ok", r.ok()}};
 }
 
@@ -293,7 +306,8 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
   r.failures = j.at("failures");
   for (const auto& f : j.at("findings")) {
     Finding x;
-    x.minimized = case_from_json(f.at("case"), "fuzz report", "findings");
+    if (f.contains("model_case")) x.model_case = model_case_from_json(f.at("model_case"), "fuzz report", "findings");
+    else x.minimized = case_from_json(f.at("case"), "fuzz report", "findings");
     x.verdict = verdict_from_json(f.at("verdict"));
     x.case_index = f.at("case_index");
     x.shrink_steps = f.at("shrink_steps");
@@ -309,6 +323,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
   r.coverage = j.at("coverage").get<std::map<std::string, std::int64_t>>();
   r.coverage_missing = j.at("coverage_missing").get<std::vector<std::string>>();
   r.not_applicable = j.at("not_applicable");
+  r.known_divergences = j.value("known_divergences", std::map<std::string, std::int64_t>{});
   return r;
 }
 
@@ -327,6 +342,7 @@ void merge(FuzzReport& into, const FuzzReport& part) {
   into.worst_bound_use = std::max(into.worst_bound_use, part.worst_bound_use);
   for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
   if (into.not_applicable.empty()) into.not_applicable = part.not_applicable;
+  for (const auto& [id, n] : part.known_divergences) into.known_divergences[id] += n;
 }
 
 void write_line(int fd, const std::string& s) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kernel_case.h"
+#include "core/model_case.h"
 #include "core/verdict.h"
 #include "kernels/kernel.h"
 #include "properties/generators.h"
@@ -44,7 +45,8 @@ struct FuzzOptions {
 };
 
 struct Finding {
-  KernelCase minimized;
+  KernelCase minimized;         // kernel-level properties
+  std::optional<ModelCase> model_case;  // the integration property: the minimized model-level case
   Verdict verdict;              // of the minimized case
   std::int64_t case_index = 0;  // 1-based index of the first failing case in the run
   int shrink_steps = 0;         // accepted shrinks
@@ -73,6 +75,9 @@ struct FuzzReport {
   std::map<std::string, std::int64_t> coverage;
   std::vector<std::string> coverage_missing;  // supported features no case reached
   std::string not_applicable;     // the property cannot run on this kernel at all (reason)
+  // The integration property on hf-main: failing cases that are documented divergences, by id. They are
+  // counted, not reported as findings.
+  std::map<std::string, std::int64_t> known_divergences;
 
   bool ok() const { return findings.empty() && crashes == 0 && coverage_missing.empty() && not_applicable.empty(); }
 };

@@ -5,37 +5,17 @@
 #include <vector>
 
 #include "core/geometry.h"
+#include "properties/picks.h"
 
 namespace flashcheck {
 namespace {
 
+using detail::pick;
+using detail::pick_index;
+using detail::pick_weighted;
+using detail::toggle;
+
 bool supported(Support s) { return s != Support::kNo; }
-
-// RapidCheck's element/weightedElement choices do not shrink; every structural choice here is an index
-// drawn from inRange instead, at full range whatever the size, so that it shrinks towards entry 0, the
-// simplest one (the feature off, the first head dim, equal lengths, ...).
-std::size_t pick_index(std::size_t n) { return *rc::gen::resize(100, rc::gen::inRange<std::size_t>(0, n)); }
-
-// Bucket i with probability w_i / sum(w), shrinking towards bucket 0.
-std::size_t pick_weighted(std::initializer_list<std::size_t> weights) {
-  std::size_t total = 0;
-  for (std::size_t w : weights) total += w;
-  std::size_t r = pick_index(total), i = 0;
-  for (std::size_t w : weights) {
-    if (r < w) return i;
-    r -= w;
-    ++i;
-  }
-  return i - 1;
-}
-
-// On with probability on / (on + off); shrinks to off.
-bool toggle(std::size_t on, std::size_t off) { return pick_weighted({off, on}) == 1; }
-
-template <typename T>
-T pick(const std::vector<T>& v) {
-  return v[pick_index(v.size())];
-}
 
 // Head dims ordered from simplest to hardest: an index shrinks towards 64. Odd sizes only where allowed.
 const std::vector<std::int64_t> kHeadDims{64, 32, 128, 16, 8, 40, 80, 96, 59, 111, 160, 192, 256, 1, 3};

@@ -1,0 +1,21 @@
+// The documented ways in which transformers' current flash path (profile hf-main) and its eager attention
+// disagree (research/hf.md §5, fixtures F4-F21). The integration property reports a failing case that
+// matches one of them as that known divergence rather than as a new finding.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/model_case.h"
+
+namespace flashcheck::hf {
+
+struct Divergence {
+  std::string id;    // "F16"
+  std::string what;  // one line: the trigger and the wrong behaviour
+};
+
+// The first documented divergence whose trigger the case has, for hf-main; nullopt when none applies.
+std::optional<Divergence> known_divergence(const ModelCase& m);
+
+}  // namespace flashcheck::hf

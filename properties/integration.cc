@@ -1,0 +1,121 @@
+#include "properties/integration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/compare.h"
+#include "oracles/hf_eager.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The fp32 noise floor of the conformance rule (core/compare.cc): 8 u sensitivity. In fp32 the eager
+// path can be as exact as the kernel, so "2 x eager's error" alone is no bound.
+constexpr double kNoiseLambda = 8.0;
+constexpr double kUnitRoundoff32 = 0x1.0p-24;
+
+}  // namespace
+
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m) {
+  return check_integration(profile, k, m, materialize(m));
+}
+
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t) {
+  const auto start = std::chrono::steady_clock::now();
+  IntegrationResult r;
+  Verdict& v = r.verdict;
+  v.property = "integration";
+  v.kernel = fmt::format("{}@{}", hf::to_string(profile), k.name());
+  auto finish = [&]() -> IntegrationResult {
+    if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && profile == hf::Profile::kHfMain) {
+      r.known = hf::known_divergence(m);
+      if (r.known) v.reason = fmt::format("known divergence {} ({}): {}", r.known->id, r.known->what, v.reason);
+    }
+    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  };
+
+  const hf::FlashPlan plan = hf::plan_flash_path(profile, m);
+  r.branch = plan.branch;
+  const hf::FlashRun run = hf::run_flash_path(plan, m, t, k);
+  if (run.kind != VerdictKind::kPass) {
+    v.kind = run.kind;
+    v.reason = run.kind == VerdictKind::kError && plan.branch == hf::FlashBranch::kError
+                   ? "transformers raises: " + run.reason
+                   : run.reason;
+    return finish();
+  }
+  if (plan.out_len != m.q_len) {
+    v.kind = VerdictKind::kError;
+    v.reason = fmt::format("the flash path returns {} rows per sequence for a {}-token query: the model's reshape fails",
+                           plan.out_len, m.q_len);
+    return finish();
+  }
+
+  const hf::EagerResult eager = hf::eager_attention(m, t);
+  const hf::ExactAttention exact = hf::exact_attention(m, t, eager.mask);
+  const std::int64_t H = m.heads, D = m.head_dim;
+  Comparison cmp;
+  double worst = -1, floor = 0;
+  std::int64_t first_bad_row = -1;
+  for (std::int64_t b = 0; b < m.batch; ++b)
+    for (std::int64_t i = 0; i < m.q_len; ++i) {
+      const std::size_t row = static_cast<std::size_t>(b * m.q_len + i);
+      if (eager.mask.row(b, i) != hf::RowFlag::kComparable) {
+        ++r.rows_skipped;
+        continue;
+      }
+      const std::int64_t src = plan.row_source[row];
+      if (src == hf::kUnwritten || src == hf::kZeroRow) {
+        ++(src == hf::kUnwritten ? r.rows_unwritten : r.rows_zeroed);
+        if (first_bad_row < 0) first_bad_row = static_cast<std::int64_t>(row);
+        continue;
+      }
+      ++r.rows_compared;
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t d = 0; d < D; ++d) {
+          const std::size_t at = (row * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)) * static_cast<std::size_t>(D) +
+                                 static_cast<std::size_t>(d);
+          const double f = run.out[at], e = eager.out.data[at], x = exact.out[at];
+          ++cmp.compared;
+          double err = std::fabs(f - x);
+          if (!std::isfinite(f)) {
+            ++cmp.nonfinite;
+            err = kInf;
+          }
+          cmp.base_max = std::max(cmp.base_max, std::fabs(e - x));
+          r.eager_flash_max = std::max(r.eager_flash_max, std::fabs(f - e));
+          floor = std::max({floor, 2.0 * rounding_floor(m.dtype, x), kNoiseLambda * kUnitRoundoff32 * exact.noise[at]});
+          if (err > worst) {
+            worst = err;
+            cmp.worst = {b, h, i, d, f, x, e};
+          }
+        }
+    }
+  cmp.err_max = worst < 0 ? 0.0 : worst;
+  cmp.floor = floor;
+  cmp.bound = kIntegrationK * cmp.base_max + floor;
+  cmp.err_mean = cmp.mean_bound = 0;  // the integration rule has no mean check
+  v.cmp = cmp;
+  const auto at_row = [&](std::int64_t row) { return fmt::format("(b{}, i{})", row / m.q_len, row % m.q_len); };
+  if (r.rows_unwritten > 0)
+    v.reason = fmt::format("{} comparable row{} never written by the flash path (undefined output; first {})", r.rows_unwritten,
+                           r.rows_unwritten > 1 ? "s" : "", at_row(first_bad_row));
+  else if (r.rows_zeroed > 0)
+    v.reason = fmt::format("{} comparable row{} zero-filled by the flash path (first {})", r.rows_zeroed,
+                           r.rows_zeroed > 1 ? "s" : "", at_row(first_bad_row));
+  else if (cmp.nonfinite > 0)
+    v.reason = fmt::format("{} NaN/Inf output element{} on comparable rows", cmp.nonfinite, cmp.nonfinite > 1 ? "s" : "");
+  else if (!(cmp.err_max <= cmp.bound))
+    v.reason = fmt::format("max error {:.3g} against the exact attention exceeds {:.3g} ({} x eager's {:.3g} + floor)",
+                           cmp.err_max, cmp.bound, kIntegrationK, cmp.base_max);
+  v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
+  return finish();
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,37 @@
+// The integration property (research/hf.md §6 C): on every comparable query row, the output of
+// transformers' flash path (a profile, running on a kernel) is as close to the exact masked attention as
+// transformers' eager attention is:
+//
+//   max|flash - exact| <= k * max|eager - exact| + floor,   k = 2, floor = 2 ulp_dtype(|exact| + 0.3)
+//
+// where `exact` is the fp64 attention under eager's own mask. Eager plays the role of the low-precision
+// baseline in the conformance rule; docs/TOLERANCE.md gives the calibration. Rows the path never writes,
+// rows it zero-fills and NaN fail outright; padded query rows and rows without keys are not compared.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/model_case.h"
+#include "core/model_tensors.h"
+#include "core/verdict.h"
+#include "kernels/kernel.h"
+#include "oracles/hf_divergences.h"
+#include "oracles/hf_flash_path.h"
+
+namespace flashcheck {
+
+inline constexpr double kIntegrationK = 2.0;
+
+struct IntegrationResult {
+  Verdict verdict;                      // property "integration", kernel "<profile>@<kernel>"
+  hf::FlashBranch branch = hf::FlashBranch::kDense;
+  std::optional<hf::Divergence> known;  // hf-main only: the failure is this documented divergence
+  double eager_flash_max = 0;           // max |flash - eager| on compared elements, for calibration
+  std::int64_t rows_compared = 0, rows_unwritten = 0, rows_zeroed = 0, rows_skipped = 0;
+};
+
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t);
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m);
+
+}  // namespace flashcheck
