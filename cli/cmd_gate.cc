@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fixture.h"
 #include "properties/fuzz.h"
+#include "properties/model_fuzz.h"
 #include "properties/mutant_matrix.h"
 #include "properties/replay.h"
 
@@ -67,6 +68,30 @@ int run_gate(const GateOptions& o) {
     };
     g.mutants = run_mutant_matrix(builtin_registry().mutants(), mo);
     g.ran_mutants = true;
+  }
+
+  // 4. Model level, last: these run in this process (LibTorch starts its thread pool here, after which
+  // the gate forks no more workers). The integration property on hf-main for every kernel, then the
+  // model-level mutants.
+  for (Kernel* k : kernels) {
+    FuzzOptions fo;
+    fo.cases = g.cases_per_run;
+    fo.seed = o.seed;
+    fo.shrink = {200, 20};
+    fo.out_dir = (fs::path(o.out) / "found").string();
+    const FuzzReport r = run_model_fuzz(hf::Profile::kHfMain, *k, fo);
+    fmt::print(stderr, "gate: {:<16} {:<19} {}\n", k->name(), "integration/hf-main", gate_line(r));
+    g.runs.push_back(r);
+  }
+  if (o.mutants) {
+    MutantMatrixOptions mo;
+    mo.cases = g.cases_per_run;
+    mo.seed = o.seed;
+    for (MutantRow& row : run_model_mutants({}, mo)) {
+      fmt::print(stderr, "gate: {:<32} {}\n", row.mutant,
+                 row.killed() ? fmt::format("killed by {} after {} cases", row.first_killer, row.cases_to_kill) : "SURVIVED");
+      g.mutants.push_back(std::move(row));
+    }
   }
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,18 +12,25 @@ namespace flashcheck::cli {
 
 int run_mutants(const MutantsOptions& o) {
   std::vector<Kernel*> mutants;
+  std::vector<std::string> kernel_names, model_names;
+  for (const std::string& n : o.mutants) (is_model_mutant(n) ? model_names : kernel_names).push_back(n);
   if (o.mutants.empty()) {
     mutants = builtin_registry().mutants();
-  } else if (!resolve_kernels(o.mutants, mutants)) {
+  } else if (!kernel_names.empty() && !resolve_kernels(kernel_names, mutants)) {
     return kExitUsage;
   }
+  const bool want_integration = o.properties.empty() ||
+                                std::find(o.properties.begin(), o.properties.end(), "integration") != o.properties.end();
+  std::vector<std::string> kernel_props;
+  for (const std::string& p : o.properties)
+    if (p != "integration") kernel_props.push_back(p);
   for (Kernel* m : mutants)
     if (!m->is_mutant()) {
       fmt::print(stderr, "flashcheck mutants: '{}' is not a mutant (see flashcheck list --mutants)\n", m->name());
       return kExitUsage;
     }
   std::vector<const Property*> props;
-  if (!o.properties.empty() && !resolve_properties(o.properties, props)) return kExitUsage;
+  if (!kernel_props.empty() && !resolve_properties(kernel_props, props)) return kExitUsage;
   MutantMatrixOptions mo;
   mo.cases = o.budget;
   mo.seed = o.seed;
@@ -33,7 +41,12 @@ int run_mutants(const MutantsOptions& o) {
                                         r.first_killer, r.cases_to_kill)
                           : "SURVIVED");
   };
-  const std::vector<MutantRow> rows = run_mutant_matrix(mutants, mo);
+  std::vector<MutantRow> rows;
+  if (!mutants.empty() && (o.properties.empty() || !kernel_props.empty())) rows = run_mutant_matrix(mutants, mo);
+  if (want_integration && (o.mutants.empty() || !model_names.empty())) {
+    const std::vector<MutantRow> model_rows = run_model_mutants(model_names, mo);
+    rows.insert(rows.end(), model_rows.begin(), model_rows.end());
+  }
   if (o.json) std::cout << to_json(rows).dump(2) << "\n";
   else std::cout << mutant_markdown(rows);
   for (const MutantRow& r : rows)

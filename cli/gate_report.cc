@@ -73,7 +73,8 @@ std::string gate_markdown(const GateResult& g) {
                     g.replay.size(), pass, xfail, unsupported, unexpected);
   for (const ReplayRecord& r : g.replay)
     if (!r.as_expected)
-      md += fmt::format("- **{}** {} `{}#{}`: {}\n", r.outcome, r.verdict.kernel, r.fixture, r.case_index, r.verdict.reason);
+      md += fmt::format("- **{}** {} `{}#{}{}`: {}\n", r.outcome, r.verdict.kernel, r.fixture, r.model_case ? "m" : "",
+                        r.case_index, r.verdict.reason);
   md += "\n## Properties\n\n| kernel | property | cases | failures | worst ratio | worst err/bound | unsupported | reasons | status |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
   for (const FuzzReport& r : g.runs) {
@@ -98,7 +99,7 @@ nlohmann::json gate_json(const GateResult& g) {
   for (const FuzzReport& r : g.runs) runs.push_back(to_json(r));
   nlohmann::json replay = nlohmann::json::array();
   for (const ReplayRecord& r : g.replay)
-    replay.push_back({{"fixture", r.fixture}, {"case", r.case_index}, {"kernel", r.verdict.kernel},
+    replay.push_back({{"fixture", r.fixture}, {"case", r.case_index}, {"model_case", r.model_case}, {"kernel", r.verdict.kernel},
                       {"outcome", r.outcome}, {"as_expected", r.as_expected}, {"verdict", to_json(r.verdict)}});
   return {{"ok", g.ok()}, {"seed", g.seed},   {"cases_per_run", g.cases_per_run}, {"seconds", g.seconds},
           {"replay", replay}, {"runs", runs}, {"mutants", to_json(g.mutants)}};
@@ -109,8 +110,8 @@ std::string gate_junit(const GateResult& g) {
   int tests = 0, failures = 0;
   for (const ReplayRecord& r : g.replay) {
     ++tests;
-    cases += fmt::format("  <testcase classname=\"replay.{}\" name=\"{}#{}\" time=\"{:.3f}\">", xml_escape(r.verdict.kernel),
-                         xml_escape(r.fixture), r.case_index, r.verdict.seconds);
+    cases += fmt::format("  <testcase classname=\"replay.{}\" name=\"{}#{}{}\" time=\"{:.3f}\">", xml_escape(r.verdict.kernel),
+                         xml_escape(r.fixture), r.model_case ? "m" : "", r.case_index, r.verdict.seconds);
     if (!r.as_expected) {
       ++failures;
       cases += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(r.outcome), xml_escape(describe(r.verdict)));

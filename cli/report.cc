@@ -91,7 +91,7 @@ void print_fuzz_report(const FuzzReport& r) {
 }
 
 void print_replay_line(const ReplayRecord& r) {
-  const std::string where = fmt::format("{}#{}", r.fixture, r.case_index);
+  const std::string where = fmt::format("{}#{}{}", r.fixture, r.model_case ? "m" : "", r.case_index);
   std::string outcome = r.outcome;
   if (!r.as_expected) outcome += " !";
   fmt::print("{:<13} {:<20} {}  [{}]\n", outcome, r.verdict.kernel, where, r.case_summary);
@@ -137,6 +137,7 @@ nlohmann::json replay_json(const std::vector<ReplayRecord>& records) {
     nlohmann::json j = to_json(r.verdict);
     j["fixture"] = r.fixture;
     j["case"] = r.case_index;
+    j["model_case"] = r.model_case;
     j["case_summary"] = r.case_summary;
     j["outcome"] = r.outcome;
     j["as_expected"] = r.as_expected;

@@ -101,7 +101,7 @@ Fixture load_fixture(const std::string& path) {
   }
   const detail::JsonReader r(j, path, "");
   r.only({"schema", "title", "source", "description", "property", "cases", "tensors", "found_by", "replay",
-          "rc_reproduce", "model_cases"});
+          "rc_reproduce", "model_cases", "profiles"});
   const std::string schema = r.string("schema");
   if (schema != kFixtureSchema)
     r.fail("schema", fmt::format("\"{}\" is not a schema this version reads (expected \"{}\")", schema, kFixtureSchema));
@@ -142,6 +142,14 @@ Fixture load_fixture(const std::string& path) {
     }
   }
   if (f.cases.empty() && f.model_cases.empty()) r.fail("cases", "the fixture has no cases and no model_cases");
+  if (r.has("profiles")) {
+    const json& ps = r.array("profiles");
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const std::string name = r.as_string(ps[i], fmt::format("profiles[{}]", i));
+      if (!is_profile_name(name)) r.fail(fmt::format("profiles[{}]", i), "unknown profile \"" + name + "\"");
+      f.profiles.push_back(name);
+    }
+  }
   if (r.has("tensors")) {
     f.tensors_file = r.string("tensors");
     attach_tensors(f, (fs::path(path).parent_path() / f.tensors_file).string());
@@ -195,6 +203,7 @@ void save_fixture(const Fixture& f) {
       mcases.push_back(std::move(c));
     }
     j["model_cases"] = std::move(mcases);
+    if (!f.profiles.empty()) j["profiles"] = f.profiles;
   }
   const std::string tmp = f.path + ".tmp";
   {

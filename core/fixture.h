@@ -49,6 +49,7 @@ struct Fixture {
   std::string description;
   std::vector<FixtureCase> cases;
   std::vector<ModelFixtureCase> model_cases;
+  std::vector<std::string> profiles;  // the profiles model cases replay on (empty: every profile)
   std::string tensors_file;  // safetensors file next to the descriptor, "" when none
   std::string property = "conformance";  // what replay checks on every case
   // Found counterexamples carry how they were found.

@@ -219,7 +219,7 @@ void dense_branch(FlashPlan& plan, const ModelCase& m) {
 }
 
 // The kernel arguments every version passes, with its window convention.
-void kernel_kwargs(FlashPlan& plan, const ModelCase& m) {
+void kernel_kwargs(FlashPlan& plan, const ModelCase& m, PathDefect defect) {
   FlashCall& c = plan.call;
   c.causal = m.causal;
   c.scale = m.softmax_scale();
@@ -228,7 +228,7 @@ void kernel_kwargs(FlashPlan& plan, const ModelCase& m) {
     const std::int64_t w = *m.sliding_window;
     // flash-attn's window is inclusive: (W - 1, W - 1) is W keys under causal masking, as eager. Up to v4.55
     // transformers passed (W, W): one key too many (#39408, F9).
-    const bool old = plan.profile == Profile::kHf455 || plan.profile == Profile::kHf453;
+    const bool old = plan.profile == Profile::kHf455 || plan.profile == Profile::kHf453 || defect == PathDefect::kWindowWW;
     c.window = old ? std::make_pair(w, w) : std::make_pair(w - 1, w - 1);
   }
 }
@@ -339,7 +339,21 @@ std::string_view to_string(FlashBranch b) {
   return "?";
 }
 
-FlashPlan plan_flash_path(Profile p, const ModelCase& m) {
+const std::vector<PathDefectInfo>& path_defects() {
+  static const std::vector<PathDefectInfo> all{
+      {PathDefect::kAnyPositionIds, "mutant-hf-any-position-ids",
+       "any position_ids (the model's default arange too) take the varlen path", "transformers v4.54.0-v4.55.0 (F5, #39814)"},
+      {PathDefect::kStartAtZero, "mutant-hf-start-at-zero",
+       "packed sequences start where position_ids == 0, and 0 is not prepended", "transformers before #47525 (F4, F18)"},
+      {PathDefect::kWindowWW, "mutant-hf-window-w-w", "sliding window passed as (W, W): W + 1 keys",
+       "transformers <= v4.55 (#39408, F9)"},
+      {PathDefect::kCallerQueryLength, "mutant-hf-caller-query-length",
+       "a query_length that differs from the key length selects decoding-mode cu_seqlens", "#39843, #40399 (F8)"},
+  };
+  return all;
+}
+
+FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect) {
   FlashPlan plan;
   plan.profile = p;
   if (p == Profile::kFastchat2023) {
@@ -347,7 +361,7 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m) {
     check_bounds(plan);
     return plan;
   }
-  kernel_kwargs(plan, m);
+  kernel_kwargs(plan, m, defect);
   const std::int64_t query_length = m.caller_query_length();
   if (const std::optional<Rows> mask = flash_mask(p, m)) {
     mask_branch(plan, m, *mask, query_length);
@@ -361,7 +375,7 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m) {
   bool packed = false;
   switch (p) {
     case Profile::kHfMain:
-    case Profile::kHf202508: packed = is_packed_sequence(m); break;
+    case Profile::kHf202508: packed = is_packed_sequence(m) || defect == PathDefect::kAnyPositionIds; break;
     case Profile::kHf455: packed = true; break;  // any position_ids, and the model always passes its default
     case Profile::kHf453:
       packed = m.batch == 1 && (kwargs.has_value() || (m.q_len != 1 && !nondecreasing_rows(m)));
@@ -384,7 +398,7 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m) {
 
   plan.branch = FlashBranch::kPacked;
   const std::vector<std::int64_t> flat = flat_positions(m);
-  if (p == Profile::kHf202508 && query_length != m.kv_len()) {
+  if ((p == Profile::kHf202508 || defect == PathDefect::kCallerQueryLength) && query_length != m.kv_len()) {
     // #39843's "decoding mode": cu_seqlens from each row's last position.
     const auto pos = m.effective_position_ids();
     std::vector<std::int64_t> last, q_lens, k_lens;
@@ -399,7 +413,8 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m) {
     check_bounds(plan);
     return plan;
   }
-  const std::int64_t start = p == Profile::kHfMain ? *std::min_element(flat.begin(), flat.end()) : 0;
+  const bool min_rule = p == Profile::kHfMain && defect != PathDefect::kStartAtZero;
+  const std::int64_t start = min_rule ? *std::min_element(flat.begin(), flat.end()) : 0;
   const std::vector<std::int64_t> cu = packed_cu(flat, start);
   if (cu.size() < 2) {
     plan.branch = FlashBranch::kError;
@@ -456,7 +471,7 @@ FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTe
   const ContractCheck support = kernel.check(kc);
   if (!support.supported) {
     run.kind = VerdictKind::kUnsupported;
-    run.reason = fmt::format("the {} call ({}): {}", to_string(plan.branch), summary(kc), support.reason);
+    run.reason = fmt::format("the {} call: {}", to_string(plan.branch), support.reason);
     return run;
   }
   // The rows the kernel reads, packed from 0 as a KernelCase lays them out.

@@ -60,7 +60,21 @@ struct FlashPlan {
   std::string note;           // how the path decided, for reports
 };
 
-FlashPlan plan_flash_path(Profile p, const ModelCase& m);
+// Deliberate integration bugs, each one change to hf-main, for the mutation self-test (docs/MUTANTS.md).
+enum class PathDefect : std::uint8_t {
+  kNone,
+  kAnyPositionIds,     // every position_ids tensor takes the varlen path, not only packed ones (v4.54)
+  kStartAtZero,        // sequences start where position == 0, not at min(position_ids) (before #47525)
+  kWindowWW,           // window (W, W) instead of (W - 1, W - 1): W + 1 keys (#39408)
+  kCallerQueryLength,  // a query_length unequal to the key length means decoding (#39843, #40399)
+};
+struct PathDefectInfo {
+  PathDefect defect;
+  std::string_view name, description, imitates;
+};
+const std::vector<PathDefectInfo>& path_defects();
+
+FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect = PathDefect::kNone);
 
 struct FlashRun {
   VerdictKind kind = VerdictKind::kPass;  // kPass: ran; kError: raised; kUnsupported: the kernel cannot take the call

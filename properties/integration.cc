@@ -21,11 +21,12 @@ constexpr double kUnitRoundoff32 = 0x1.0p-24;
 
 }  // namespace
 
-IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m) {
-  return check_integration(profile, k, m, materialize(m));
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, hf::PathDefect defect) {
+  return check_integration(profile, k, m, materialize(m), defect);
 }
 
-IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t) {
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
+                                    hf::PathDefect defect) {
   const auto start = std::chrono::steady_clock::now();
   IntegrationResult r;
   Verdict& v = r.verdict;
@@ -34,13 +35,17 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
   auto finish = [&]() -> IntegrationResult {
     if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && profile == hf::Profile::kHfMain) {
       r.known = hf::known_divergence(m);
+      if (r.known && defect != hf::PathDefect::kNone) {
+        const Verdict intact = check_integration(profile, k, m, t).verdict;
+        if (intact.kind != v.kind || intact.reason.find(v.reason) == std::string::npos) r.known.reset();
+      }
       if (r.known) v.reason = fmt::format("known divergence {} ({}): {}", r.known->id, r.known->what, v.reason);
     }
     v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
 
-  const hf::FlashPlan plan = hf::plan_flash_path(profile, m);
+  const hf::FlashPlan plan = hf::plan_flash_path(profile, m, defect);
   r.branch = plan.branch;
   const hf::FlashRun run = hf::run_flash_path(plan, m, t, k);
   if (run.kind != VerdictKind::kPass) {

@@ -31,7 +31,11 @@ struct IntegrationResult {
   std::int64_t rows_compared = 0, rows_unwritten = 0, rows_zeroed = 0, rows_skipped = 0;
 };
 
-IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t);
-IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m);
+// With a defect (the mutation self-test), a failure counts as a known divergence only where the intact
+// profile fails the same way: the defect must change the outcome to be seen.
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
+                                    hf::PathDefect defect = hf::PathDefect::kNone);
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m,
+                                    hf::PathDefect defect = hf::PathDefect::kNone);
 
 }  // namespace flashcheck

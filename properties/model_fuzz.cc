@@ -23,6 +23,7 @@ std::string save_model_finding(const std::string& dir, hf::Profile profile, cons
                          summary(*f.model_case));
   fx.description = f.verdict.reason;
   fx.property = "integration";
+  fx.profiles = {std::string(hf::to_string(profile))};
   fx.found_by = fmt::format("flashcheck fuzz --kernel {} --property integration --profile {} --seed {}", k.name(),
                             hf::to_string(profile), o.seed);
   fx.replay = fmt::format("flashcheck replay {} --kernel {}", fx.path, k.name());
@@ -47,7 +48,8 @@ const std::vector<std::string>& required_model_coverage() {
   return r;
 }
 
-FuzzReport run_model_fuzz(hf::Profile profile, Kernel& k, const FuzzOptions& o, const ModelGenLimits& limits) {
+FuzzReport run_model_fuzz(hf::Profile profile, Kernel& k, const FuzzOptions& o, const ModelGenLimits& limits,
+                          hf::PathDefect defect) {
   FuzzReport report;
   report.kernel = std::string(k.name());
   report.property = fmt::format("integration/{}", hf::to_string(profile));
@@ -74,7 +76,7 @@ FuzzReport run_model_fuzz(hf::Profile profile, Kernel& k, const FuzzOptions& o, 
       exhausted = true;
       return;
     }
-    const IntegrationResult r = check_integration(profile, k, m);
+    const IntegrationResult r = check_integration(profile, k, m, defect);
     const Verdict& v = r.verdict;
     if (v.kind == VerdictKind::kUnsupported) {
       if (!failing) {

@@ -11,7 +11,8 @@
 namespace flashcheck {
 
 // Uses the case/time/seed/shrink/out/reproduce/progress fields of FuzzOptions; sizes from `limits`.
-FuzzReport run_model_fuzz(hf::Profile profile, Kernel& k, const FuzzOptions& o, const ModelGenLimits& limits = {});
+FuzzReport run_model_fuzz(hf::Profile profile, Kernel& k, const FuzzOptions& o, const ModelGenLimits& limits = {},
+                          hf::PathDefect defect = hf::PathDefect::kNone);
 
 // Features a long integration run on hf-main must reach (properties/model_generators.h classify()).
 const std::vector<std::string>& required_model_coverage();

@@ -100,7 +100,9 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
     ModelCase m;
     static const std::vector<DType> kDtypes{DType::kBF16, DType::kF16, DType::kF32};
     m.dtype = pick(kDtypes);
-    m.batch = upto(1, lim.max_batch);
+    const bool batched = toggle(3, 2);
+    const std::int64_t batch = upto(2, std::max<std::int64_t>(2, lim.max_batch));
+    m.batch = batched ? batch : 1;
     const bool decode = pick_weighted({2, 3}) == 0;
     const std::int64_t q_len = upto(1, lim.max_q_len);
     m.q_len = decode ? 1 : q_len;
@@ -125,7 +127,7 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
     const auto mask = static_cast<MaskKind>(pick_weighted({6, 2, 5, 2, 2, 2, 1}));
     if (mask != kNoMask) m.attention_mask = make_mask(mask, m.batch, m.past + m.q_len, m.past);
 
-    const auto pos = static_cast<PosKind>(pick_weighted({8, 2, 1, 3, 1, 1, 1, 1, 1}));
+    const auto pos = static_cast<PosKind>(pick_weighted({8, 2, 1, 3, 1, 1, 2, 2, 1}));
     const bool per_row = toggle(2, 1);
     const bool three_d = toggle(1, 30);
     if (pos != kDefault) {

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/case_json.h"
+#include "core/model_case_json.h"
+#include "properties/model_fuzz.h"
 #include "core/geometry.h"
 #include "kernels/mutants/mutants.h"
 #include "properties/fuzz.h"
@@ -59,6 +61,49 @@ std::vector<MutantRow> run_mutant_matrix(const std::vector<Kernel*>& mutants, co
   return rows;
 }
 
+bool is_model_mutant(const std::string& name) {
+  for (const hf::PathDefectInfo& d : hf::path_defects())
+    if (d.name == name) return true;
+  return false;
+}
+
+std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o) {
+  Kernel* tiled = builtin_registry().find("tiled-cpu");
+  std::vector<MutantRow> rows;
+  for (const hf::PathDefectInfo& d : hf::path_defects()) {
+    if (!names.empty() && std::find(names.begin(), names.end(), d.name) == names.end()) continue;
+    MutantRow row;
+    row.mutant = std::string(d.name);
+    row.description = std::string(d.description);
+    row.imitates = std::string(d.imitates);
+    FuzzOptions fo;
+    fo.cases = o.cases;
+    fo.seed = o.seed;
+    fo.stop_at_first_failure = true;
+    fo.shrink = {300, 20};
+    const FuzzReport r = run_model_fuzz(hf::Profile::kHfMain, *tiled, fo, {}, d.defect);
+    row.seconds = r.seconds;
+    if (!r.findings.empty()) {
+      const Finding& f = r.findings.front();
+      MutantKill k;
+      k.property = "integration";
+      k.cases_to_kill = f.case_index;
+      k.seconds = r.seconds;
+      k.model = f.model_case;
+      k.verdict = f.verdict;
+      k.batch = f.model_case->batch;
+      k.heads = f.model_case->heads;
+      k.longest = f.model_case->past + f.model_case->q_len;
+      row.first_killer = k.property;
+      row.cases_to_kill = k.cases_to_kill;
+      row.kills.push_back(std::move(k));
+    }
+    if (o.progress) o.progress(row);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 nlohmann::json to_json(const std::vector<MutantRow>& rows) {
   nlohmann::json arr = nlohmann::json::array();
   for (const MutantRow& r : rows) {
@@ -70,8 +115,8 @@ nlohmann::json to_json(const std::vector<MutantRow>& rows) {
                        {"batch", k.batch},
                        {"heads", k.heads},
                        {"longest", k.longest},
-                       {"summary", summary(k.minimized)},
-                       {"case", case_to_json(k.minimized)},
+                       {"summary", k.model ? summary(*k.model) : summary(k.minimized)},
+                       {k.model ? "model_case" : "case", k.model ? model_case_to_json(*k.model) : case_to_json(k.minimized)},
                        {"verdict", to_json(k.verdict)}});
     arr.push_back({{"mutant", r.mutant},
                    {"description", r.description},

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/kernel_case.h"
+#include "core/model_case.h"
 #include "core/verdict.h"
 #include "kernels/kernel.h"
 
@@ -19,6 +21,7 @@ struct MutantKill {
   std::int64_t cases_to_kill = 0;  // index of the first failing case
   double seconds = 0;              // until the failure was found and shrunk
   KernelCase minimized;
+  std::optional<ModelCase> model;  // model-level mutants: the minimized model case
   Verdict verdict;
   // Size of the minimized counterexample.
   std::int64_t batch = 0, heads = 0, longest = 0;
@@ -44,6 +47,11 @@ struct MutantMatrixOptions {
 };
 
 std::vector<MutantRow> run_mutant_matrix(const std::vector<Kernel*>& mutants, const MutantMatrixOptions& o);
+
+// The model-level mutants (oracles/hf_flash_path.h PathDefect: integration bugs of transformers' flash
+// path), each run with the integration property on hf-main and tiled-cpu. `names` selects some (empty: all).
+std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o);
+bool is_model_mutant(const std::string& name);
 
 nlohmann::json to_json(const std::vector<MutantRow>& rows);
 // The kill matrix as a markdown table, with the distribution of cases to the first kill.

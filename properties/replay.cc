@@ -1,6 +1,12 @@
 #include "properties/replay.h"
 
+#include <fmt/format.h>
+#include <algorithm>
+#include <optional>
+
 #include "core/kernel_case.h"
+#include "oracles/hf_flash_path.h"
+#include "properties/integration.h"
 #include "properties/conformance.h"
 #include "properties/property.h"
 
@@ -29,18 +35,28 @@ std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, 
     const Fixture* fixture;
     std::size_t case_index;
     Kernel* kernel;
+    std::optional<hf::Profile> profile;  // set for model cases
   };
   std::vector<Job> jobs;
-  for (const Fixture& f : fixtures)
+  for (const Fixture& f : fixtures) {
     for (std::size_t i = 0; i < f.cases.size(); ++i)
-      for (Kernel* k : kernels) jobs.push_back({&f, i, k});
+      for (Kernel* k : kernels) jobs.push_back({&f, i, k, std::nullopt});
+    for (std::size_t i = 0; i < f.model_cases.size(); ++i)
+      for (Kernel* k : kernels)
+        for (hf::Profile p : hf::all_profiles())
+          if (f.profiles.empty() || std::count(f.profiles.begin(), f.profiles.end(), hf::to_string(p)))
+            jobs.push_back({&f, i, k, p});
+  }
 
   auto label = [&](std::size_t j) {
     Verdict v;
-    v.kernel = std::string(jobs[j].kernel->name());
+    v.kernel = jobs[j].profile ? fmt::format("{}@{}", hf::to_string(*jobs[j].profile), jobs[j].kernel->name())
+                               : std::string(jobs[j].kernel->name());
     return v;
   };
   auto run = [&](std::size_t j) -> std::vector<Verdict> {
+    if (jobs[j].profile)
+      return {check_integration(*jobs[j].profile, *jobs[j].kernel, jobs[j].fixture->model_cases[jobs[j].case_index].mcase).verdict};
     const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
     const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));
     ConformanceOptions opt;
@@ -58,6 +74,28 @@ std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, 
 
   std::vector<ReplayRecord> records;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].profile) {
+      const ModelFixtureCase& mc = jobs[j].fixture->model_cases[jobs[j].case_index];
+      ReplayRecord r;
+      r.fixture = jobs[j].fixture->path;
+      r.case_index = jobs[j].case_index;
+      r.model_case = true;
+      r.case_summary = mc.mcase.name.empty() ? summary(mc.mcase) : mc.mcase.name + ": " + summary(mc.mcase);
+      r.verdict = verdicts[j].front();
+      const auto it = mc.expect.find(std::string(hf::to_string(*jobs[j].profile)));
+      if (it != mc.expect.end()) {
+        r.has_expectation = true;
+        r.expected = it->second;
+      }
+      judge(r);
+      // A kernel that cannot take the call has nothing to say about the integration: report, never fail.
+      if (r.verdict.kind == VerdictKind::kUnsupported) {
+        r.as_expected = true;
+        r.outcome = "unsupported";
+      }
+      records.push_back(std::move(r));
+      continue;
+    }
     const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
     ReplayRecord r;
     r.fixture = jobs[j].fixture->path;

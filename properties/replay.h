@@ -14,7 +14,8 @@ namespace flashcheck {
 
 struct ReplayRecord {
   std::string fixture;  // path
-  std::size_t case_index = 0;
+  std::size_t case_index = 0;  // into the fixture's cases, or its model_cases when model_case is set
+  bool model_case = false;     // the integration property on one HF profile (verdict.kernel "profile@kernel")
   std::string case_summary;
   Verdict verdict;
   bool has_expectation = false;
