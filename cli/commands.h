@@ -71,6 +71,15 @@ struct MutantsOptions {
 };
 int run_mutants(const MutantsOptions& o);
 
+struct ExportOptions {
+  std::string out = "build/hf-export";
+  std::vector<std::string> fixtures{"fixtures"};  // model cases of these fixtures, then generated ones
+  std::int64_t generated = 200;
+  std::uint64_t seed = 1;
+  std::string profile = "hf-main";
+};
+int run_export(const ExportOptions& o);
+
 struct BenchOptions {
   std::string kernel;
   std::string property = "conformance";

@@ -91,6 +91,18 @@ int main(int argc, char** argv) {
   cmd_bench->add_option("--seed,-s", bench.seed, "Seed of the case generator")->capture_default_str();
   cmd_bench->add_flag("--json", bench.json, "Machine-readable result");
 
+  ExportOptions exp;
+  auto* cmd_export = app.add_subcommand(
+      "export", "Write model-level cases with the HF-eager oracle's output and the flash-path plan (for ci/hf_crosscheck.py)");
+  cmd_export->add_option("--out,-o", exp.out, "Directory for manifest.json and the tensors")->capture_default_str();
+  cmd_export->add_option("--fixtures", exp.fixtures, "Fixture files or folders whose model cases to export")
+      ->expected(1)
+      ->take_all()
+      ->capture_default_str();
+  cmd_export->add_option("--generated,-n", exp.generated, "Generated model cases to add")->capture_default_str();
+  cmd_export->add_option("--seed,-s", exp.seed, "Seed of the generated cases")->capture_default_str();
+  cmd_export->add_option("--profile", exp.profile, "Flash-path profile to plan with")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -103,5 +115,6 @@ int main(int argc, char** argv) {
   if (*cmd_gate) return run_gate(gate);
   if (*cmd_mutants) return run_mutants(mutants);
   if (*cmd_bench) return run_bench(bench);
+  if (*cmd_export) return run_export(exp);
   return kExitUsage;
 }

@@ -137,6 +137,12 @@ StoredTensor store_int32(const std::vector<std::int32_t>& values, const std::vec
   return t;
 }
 
+StoredTensor store_int64(const std::vector<std::int64_t>& values, const std::vector<std::int64_t>& shape) {
+  StoredTensor t{"I64", shape, std::vector<std::uint8_t>(values.size() * 8)};
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
 std::vector<float> load_floats(const StoredTensor& t) {
   std::vector<float> v;
   if (t.dtype == "F32") {

@@ -30,6 +30,7 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file);
 // Float values stored in `dt` ("BF16"/"F16"/"F32"); the values must be exact in that dtype.
 StoredTensor store_floats(const std::vector<float>& values, const std::vector<std::int64_t>& shape, DType dt);
 StoredTensor store_int32(const std::vector<std::int32_t>& values, const std::vector<std::int64_t>& shape);
+StoredTensor store_int64(const std::vector<std::int64_t>& values, const std::vector<std::int64_t>& shape);
 // Decodes any float dtype to float values; throws std::invalid_argument for integer dtypes.
 std::vector<float> load_floats(const StoredTensor& t);
 std::vector<std::int32_t> load_int32(const StoredTensor& t);

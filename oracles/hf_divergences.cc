@@ -84,13 +84,14 @@ std::optional<Divergence> known_divergence(const ModelCase& m) {
       return Divergence{"F4", "non-contiguous position_ids with a cache: the packed path drops the cached keys"};
     if (p.front() != *std::min_element(p.begin(), p.end()))
       return Divergence{"F17", "first segment does not start at min(position_ids): its tokens are never written"};
-    if (m.use_cache || m.attention_mask)
-      return Divergence{"F19", "packed position_ids with a cache object or an all-ones mask: eager is plain causal"};
+    if (m.use_cache || m.attention_mask || !m.causal)
+      return Divergence{"F19", "packed position_ids where eager builds no segments (a cache object, an all-ones mask or a "
+                               "bidirectional layer): flash is block-diagonal, eager is not"};
     if (eager_segments(p) != flash_segments(p))
       return Divergence{"F16", "gaps or repeats in packed position_ids: eager starts a sequence at each, flash only at min"};
     return std::nullopt;
   }
-  if (!m.use_cache && !m.attention_mask && m.position_ids)
+  if (m.causal && !m.use_cache && !m.attention_mask && m.position_ids)
     for (const Row& p : pos)
       if (has_boundary(p))
         return Divergence{"F20", "batch > 1 with packed position_ids per row: flash is dense, eager block-diagonal"};

@@ -18,8 +18,10 @@ constexpr const char* kEmptyMaxError =
     "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' "
     "argument.";
 
-std::string index_error(std::int64_t index, std::int64_t size) {
-  return fmt::format("index {} is out of bounds for dimension 0 with size {}", index, size);
+// torch's IndexError names whichever out-of-range index its (parallel) gather met first, so only the
+// part every run shares is reproduced.
+std::string index_error(std::int64_t /*index*/, std::int64_t size) {
+  return fmt::format("is out of bounds for dimension 0 with size {}", size);
 }
 
 std::vector<std::int64_t> cumulative(const std::vector<std::int64_t>& lens) {

@@ -20,9 +20,10 @@ EagerMask eager_mask(const ModelCase& m) {
   e.allowed.assign(static_cast<std::size_t>(B * Lq * Lk), 0);
   e.rows.assign(static_cast<std::size_t>(B * Lq), RowFlag::kComparable);
 
-  // A3: packed segments, only without a 2D mask and without a cache object (the masking utils' gate).
+  // A3: packed segments, only for causal layers without a 2D mask and without a cache object (the masking
+  // utils' gate; bidirectional masks never look at position_ids).
   std::vector<std::vector<std::int64_t>> seg;
-  if (!m.attention_mask && !m.use_cache && m.position_ids) {
+  if (m.causal && !m.attention_mask && !m.use_cache && m.position_ids) {
     const auto pos = m.effective_position_ids();
     seg.assign(static_cast<std::size_t>(B), std::vector<std::int64_t>(static_cast<std::size_t>(Lq), 0));
     for (std::int64_t b = 0; b < B; ++b) {
