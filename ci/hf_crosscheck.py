@@ -654,6 +654,8 @@ def main(argv=None):
                          "history, as the export's K/V are; 'model' DynamicCache(config=config) as Mistral/Gemma2 "
                          "build it, which keeps only the last W-1 past columns (K/V, mask length, window test)")
     ap.add_argument("--show", action="store_true", help="print transformers' kernel call and flash rows for every case")
+    ap.add_argument("--quiet", "-q", action="store_true",
+                    help="print only the cases that differ (with details) and the summary")
     ap.add_argument("--any-version", action="store_true", help=f"run even if transformers is not {WANT_TRANSFORMERS}")
     args = ap.parse_args(argv)
 
@@ -678,6 +680,7 @@ def main(argv=None):
 
     n_ok = n_bad = n_input = 0
     eager_fail = flash_fail = 0
+    branches = {}
     for entry in cases:
         name = entry["name"]
         if args.only and not re.search(args.only, name):
@@ -691,8 +694,12 @@ def main(argv=None):
         e_ok, e_msg, e_detail = check_eager(torch, transformers, case, args.verbose, args.sliding_cache)
         f_ok, f_msg, f_detail = check_flash(torch, transformers, case, args.verbose, args.sliding_cache, args.show)
         status = "ok  " if e_ok and f_ok else "FAIL"
-        print(f"{status}  {name}: {e_msg}; {f_msg}")
-        if args.verbose:
+        m = re.search(r"\((\w+)", f_msg)
+        branch = m.group(1) if m else "?"
+        branches[branch] = branches.get(branch, 0) + 1
+        if not args.quiet or status == "FAIL":
+            print(f"{status}  {name}: {e_msg}; {f_msg}")
+        if args.verbose or (args.quiet and status == "FAIL"):
             for d in (e_detail, f_detail):
                 if d:
                     print(d)
@@ -704,7 +711,8 @@ def main(argv=None):
         flash_fail += not f_ok
     total = n_ok + n_bad + n_input
     print(f"hf_crosscheck: {total} cases, {n_ok} agree, {n_bad} differ (eager {eager_fail}, flash {flash_fail}), "
-          f"{n_input} bad input; transformers {transformers.__version__}, torch {torch.__version__}")
+          f"{n_input} bad input; flash branches " +
+          ", ".join(f"{k} {v}" for k, v in sorted(branches.items())) + f"; transformers {transformers.__version__}, torch {torch.__version__}")
     if n_input:
         return EXIT_BAD_INPUT
     return EXIT_MISMATCH if n_bad else EXIT_OK

@@ -2,8 +2,9 @@
 # ci/hf_crosscheck.sh [DIR] [hf_crosscheck.py options] — cross-checks flashcheck's C++ emulation of Hugging Face
 # transformers' attention against the real transformers 5.17.0 (CPU). Uses the torch interpreter that
 # ci/setup.sh recorded in build/python-for-torch and installs transformers==5.17.0 into it from PyPI unless it is
-# already there. If DIR (default build/hf-export) has no manifest.json, it is written first with
-#   build/cpu/cli/flashcheck export --out DIR --generated 200 --seed 1
+# already there. Without DIR, the export is written afresh into build/hf-export:
+#   build/cpu/cli/flashcheck export --out build/hf-export --fixtures fixtures --generated ${HF_CROSSCHECK_CASES:-200} --seed 1
+# (every model-level fixture plus generated cases); a DIR given is used as it is.
 # transformers 5.17.0 needs safetensors>=0.8.0, so pip upgrades the environment's safetensors 0.7.0 (same file
 # bytes). HF_CROSSCHECK_PYTHON=/path/to/python uses that interpreter instead of build/python-for-torch.
 # Exit status is ci/hf_crosscheck.py's: 0 all cases agree, 1 some case differs, 2 bad input or set-up failure.
@@ -12,7 +13,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 want=5.17.0
 
-dir=build/hf-export
+dir=
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   dir=$1
   shift
@@ -42,15 +43,21 @@ if ! has_transformers; then
   has_transformers || { log "transformers $want is still not importable with $py"; exit 2; }
 fi
 
-if [ ! -f "$dir/manifest.json" ]; then
+if [ -z "$dir" ]; then
+  dir=build/hf-export
   cli=build/cpu/cli/flashcheck
   if [ ! -x "$cli" ]; then
     log "$cli is missing: build it first (ci/build.sh cpu)"
     exit 2
   fi
-  log "writing the export: $cli export --out $dir --generated 200 --seed 1"
+  n=${HF_CROSSCHECK_CASES:-200}
+  log "writing the export: $cli export --out $dir --fixtures fixtures --generated $n --seed 1"
+  rm -rf "$dir"
   mkdir -p "$dir"
-  "$cli" export --out "$dir" --generated 200 --seed 1
+  "$cli" export --out "$dir" --fixtures fixtures --generated "$n" --seed 1
+elif [ ! -f "$dir/manifest.json" ]; then
+  log "$dir/manifest.json is missing: write it with flashcheck export --out $dir"
+  exit 2
 fi
 
 exec "$py" "$root/ci/hf_crosscheck.py" "$dir" "$@"

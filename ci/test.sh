@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, and (where the
+# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, the cross-check of the HF oracle against transformers, and (where the
 # CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot rot on CPU-only CI.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash ci/build.sh cpu
 ctest --preset cpu --output-on-failure
+# The HF oracle against the real transformers 5.17.0: every model-level fixture and 200 generated cases.
+bash ci/hf_crosscheck.sh --quiet
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "[test] compiling the CUDA sources (cuda preset, nothing runs them here)"
   export PATH="$PATH:/usr/local/cuda/bin"

@@ -103,6 +103,54 @@ TEST(Fixture, SavesAndReloadsCapturedTensorsBitExactly) {
   EXPECT_EQ(u.v_new.data, t.v_new.data);
 }
 
+TEST(Fixture, ModelCasesRoundTripWithProfilesAndExpectations) {
+  TempDir d;
+  Fixture f;
+  f.path = (d.path / "model.json").string();
+  f.title = "model";
+  f.property = "integration";
+  f.profiles = {"hf-4.55", "hf-main"};
+  ModelFixtureCase mc;
+  mc.mcase.batch = 2;
+  mc.mcase.q_len = 3;
+  mc.mcase.past = 2;
+  mc.mcase.use_cache = true;
+  mc.mcase.heads = 4;
+  mc.mcase.kv_heads = 2;
+  mc.mcase.head_dim = 16;
+  mc.mcase.sliding_window = 4;
+  mc.mcase.attention_mask = std::vector<std::vector<std::int64_t>>{{0, 1, 1, 1, 1}, {1, 1, 1, 1, 1}};
+  mc.mcase.position_ids = std::vector<std::vector<std::int64_t>>{{1, 2, 3}, {2, 3, 4}};
+  mc.mcase.varlen_kwargs = VarlenKwargs{{0, 3, 6}, {0, 5, 10}, 3, 5};
+  mc.note = "why";
+  mc.expect["hf-4.55"] = {VerdictKind::kError, "max()", false, "#39814"};
+  f.model_cases.push_back(mc);
+  save_fixture(f);
+  const Fixture g = load_fixture(f.path);
+  ASSERT_EQ(g.model_cases.size(), 1u);
+  EXPECT_EQ(g.model_cases[0].mcase, mc.mcase);
+  EXPECT_EQ(g.model_cases[0].note, "why");
+  EXPECT_EQ(g.model_cases[0].expect.at("hf-4.55").verdict, VerdictKind::kError);
+  EXPECT_EQ(g.model_cases[0].expect.at("hf-4.55").reason_contains, "max()");
+  EXPECT_EQ(g.profiles, f.profiles);
+  EXPECT_EQ(g.property, "integration");
+  EXPECT_EQ(content_hash(g.model_cases[0].mcase), content_hash(mc.mcase));
+}
+
+TEST(Fixture, MalformedModelCasesNameFileFieldAndReason) {
+  TempDir d;
+  constexpr const char* kModel = R"({"dtype": "bf16", "batch": 1, "q_len": 2, "heads": 2, "kv_heads": 1, "head_dim": 8)";
+  std::string p = d.write("a.json", std::string(R"({"schema": "flashcheck.fixture/1", "model_cases": [)") + kModel +
+                                        R"(, "expect": {"hf-9.99": {"verdict": "error"}}}]})");
+  EXPECT_EQ(load_error(p), p + ": model_cases[0].expect.hf-9.99: unknown profile (expected hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023)");
+  p = d.write("b.json", std::string(R"({"schema": "flashcheck.fixture/1", "profiles": ["hf-main", "hf-4.56"], "model_cases": [)") +
+                            kModel + "}]}");
+  EXPECT_NE(load_error(p).find(p + ": profiles[1]: "), std::string::npos) << load_error(p);
+  p = d.write("c.json", std::string(R"({"schema": "flashcheck.fixture/1", "model_cases": [)") + kModel +
+                            R"(, "attention_mask": [[1, 1, 1]]}]})");
+  EXPECT_NE(load_error(p).find(p + ": model_cases[0].attention_mask"), std::string::npos) << load_error(p);
+}
+
 TEST(Fixture, ContentHashIgnoresTheNameAndSeesEveryField) {
   KernelCase a;
   a.seqs = {{.q_len = 1, .k_len = 1}};

@@ -1,0 +1,157 @@
+// The integration property (flash path of a transformers profile on a kernel ≈ eager attention) and its
+// fuzz runner: a correct path passes, the regressions of the old profiles fail with the behaviour the
+// fixtures record, documented divergences are labelled, and a defect is never excused as one.
+#include "properties/integration.h"
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernel.h"
+#include "properties/model_fuzz.h"
+
+namespace flashcheck {
+namespace {
+
+using hf::PathDefect;
+using hf::Profile;
+using Rows = std::vector<std::vector<std::int64_t>>;
+
+Kernel& tiled() { return *builtin_registry().find("tiled-cpu"); }
+
+ModelCase base(std::int64_t batch, std::int64_t q_len, std::int64_t past = 0) {
+  ModelCase m;
+  m.dtype = DType::kBF16;
+  m.batch = batch;
+  m.q_len = q_len;
+  m.past = past;
+  m.use_cache = past > 0;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.data.seed = 21;
+  return m;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Integration, Bf16MainLeftPaddedPrefillPasses) {
+  ModelCase m = base(2, 6);
+  m.attention_mask = Rows{{0, 0, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}};
+  const IntegrationResult r = check_integration(Profile::kHfMain, tiled(), m);
+  EXPECT_EQ(r.verdict.kind, VerdictKind::kPass) << describe(r.verdict);
+  EXPECT_EQ(r.branch, hf::FlashBranch::kMask);
+  EXPECT_EQ(r.rows_compared, 10);  // two padded query rows are not comparable
+  EXPECT_EQ(r.rows_skipped, 2);
+  ASSERT_TRUE(r.verdict.cmp.has_value());
+  EXPECT_GT(r.verdict.cmp->bound, 0);
+}
+
+TEST(Integration, Fp32MainDecodeOverACachePasses) {
+  ModelCase m = base(1, 1, 9);
+  m.dtype = DType::kF32;
+  const IntegrationResult r = check_integration(Profile::kHfMain, tiled(), m);
+  EXPECT_EQ(r.verdict.kind, VerdictKind::kPass) << describe(r.verdict);
+}
+
+TEST(Integration, Hf455DecodeWithoutPositionZeroIsAnError) {  // transformers#39814
+  ModelCase m = base(1, 1, 1);
+  m.position_ids = Rows{{1}};
+  const IntegrationResult old = check_integration(Profile::kHf455, tiled(), m);
+  EXPECT_EQ(old.verdict.kind, VerdictKind::kError);
+  EXPECT_TRUE(contains(old.verdict.reason, "max(): Expected reduction dim")) << old.verdict.reason;
+  EXPECT_EQ(check_integration(Profile::kHfMain, tiled(), m).verdict.kind, VerdictKind::kPass);
+}
+
+TEST(Integration, Hf455UnwrittenRowsOfALaterBatchRowFail) {  // F5: default positions read as one packed row
+  const IntegrationResult r = check_integration(Profile::kHf455, tiled(), base(2, 3));
+  EXPECT_EQ(r.verdict.kind, VerdictKind::kFail);
+  EXPECT_EQ(r.rows_unwritten, 3);
+  EXPECT_TRUE(contains(r.verdict.reason, "never written")) << r.verdict.reason;
+  EXPECT_FALSE(r.known.has_value());  // divergences are labelled on hf-main only
+}
+
+TEST(Integration, MainLabelsADocumentedDivergence) {  // F20: per-row packed positions with batch > 1
+  ModelCase m = base(2, 4);
+  m.position_ids = Rows{{0, 1, 0, 1}, {0, 1, 2, 3}};
+  const IntegrationResult r = check_integration(Profile::kHfMain, tiled(), m);
+  EXPECT_NE(r.verdict.kind, VerdictKind::kPass);
+  ASSERT_TRUE(r.known.has_value()) << describe(r.verdict);
+  EXPECT_EQ(r.known->id, "F20");
+  EXPECT_TRUE(contains(r.verdict.reason, "F20")) << r.verdict.reason;
+}
+
+TEST(Integration, ADefectIsNotExcusedAsADivergence) {
+  // Packed positions restarting at 2 (no zero anywhere): main starts its sequences at min(position_ids)
+  // and passes; the start-at-zero defect finds no start. Intact main passes, so the defect's failure
+  // cannot be a documented divergence.
+  ModelCase m = base(1, 5);
+  m.position_ids = Rows{{2, 3, 4, 2, 3}};
+  const IntegrationResult intact = check_integration(Profile::kHfMain, tiled(), m);
+  EXPECT_EQ(intact.verdict.kind, VerdictKind::kPass) << describe(intact.verdict);
+  EXPECT_EQ(intact.branch, hf::FlashBranch::kPacked);
+  const IntegrationResult broken = check_integration(Profile::kHfMain, tiled(), m, PathDefect::kStartAtZero);
+  EXPECT_NE(broken.verdict.kind, VerdictKind::kPass) << describe(broken.verdict);
+  EXPECT_FALSE(broken.known.has_value()) << broken.known->id;
+}
+
+TEST(Integration, AnIdenticalFailureOfTheIntactProfileStaysKnown) {  // F17 with and without the defect
+  ModelCase m = base(1, 5);
+  m.position_ids = Rows{{3, 4, 5, 0, 1}};
+  const IntegrationResult intact = check_integration(Profile::kHfMain, tiled(), m);
+  ASSERT_TRUE(intact.known.has_value()) << describe(intact.verdict);
+  EXPECT_EQ(intact.known->id, "F17");
+  EXPECT_EQ(intact.rows_unwritten, 3);
+  const IntegrationResult broken = check_integration(Profile::kHfMain, tiled(), m, PathDefect::kStartAtZero);
+  ASSERT_TRUE(broken.known.has_value()) << describe(broken.verdict);
+}
+
+TEST(Integration, ABrokenKernelUnderACorrectPathFails) {
+  ModelCase m = base(1, 7);
+  const IntegrationResult r = check_integration(Profile::kHfMain, *builtin_registry().find("mutant-top-left-causal"), m);
+  // The dense branch calls the kernel with q_len == k_len, where both alignments agree: a cache is needed.
+  EXPECT_EQ(r.verdict.kind, VerdictKind::kPass);
+  ModelCase cached = base(1, 3, 4);
+  const IntegrationResult rc = check_integration(Profile::kHfMain, *builtin_registry().find("mutant-top-left-causal"), cached);
+  EXPECT_EQ(rc.verdict.kind, VerdictKind::kFail) << describe(rc.verdict);
+  ASSERT_TRUE(rc.verdict.cmp.has_value());
+  EXPECT_GT(rc.verdict.cmp->err_max, rc.verdict.cmp->bound);
+}
+
+TEST(IntegrationFuzz, Hf455FindsIssue39814WithinAThousandCases) {
+  FuzzOptions o;
+  o.cases = 1000;
+  o.seed = 1;
+  o.stop_at_first_failure = false;
+  o.shrink = {400, 60};
+  const FuzzReport r = run_model_fuzz(Profile::kHf455, tiled(), o);
+  const Finding* error = nullptr;  // the smallest of the findings with #39814's error
+  auto size = [](const Finding& f) { return f.model_case->batch + f.model_case->q_len + f.model_case->past; };
+  for (const Finding& f : r.findings)
+    if (f.verdict.kind == VerdictKind::kError && contains(f.verdict.reason, "max(): Expected reduction dim") &&
+        f.model_case && (!error || size(f) < size(*error)))
+      error = &f;
+  ASSERT_NE(error, nullptr) << r.findings.size() << " findings in " << r.cases << " cases";
+  EXPECT_LE(error->case_index, 1000);
+  EXPECT_FALSE(error->reproduce.empty());
+  ASSERT_TRUE(error->model_case.has_value());
+  const ModelCase& m = *error->model_case;
+  EXPECT_EQ(m.q_len, 1) << summary(m);   // decode
+  EXPECT_LE(m.past, 2) << summary(m);    // from a cache of a token or two
+  EXPECT_LE(m.batch, 2) << summary(m);
+  EXPECT_EQ(m.heads, 1) << summary(m);
+}
+
+TEST(IntegrationFuzz, MainIsCleanApartFromDocumentedDivergences) {
+  FuzzOptions o;
+  o.cases = 400;
+  o.seed = 3;
+  const FuzzReport r = run_model_fuzz(Profile::kHfMain, tiled(), o);
+  EXPECT_TRUE(r.findings.empty()) << describe(r.findings[0].verdict);
+  EXPECT_EQ(r.cases, 400);
+  std::int64_t known = 0;
+  for (const auto& [id, n] : r.known_divergences) known += n;
+  EXPECT_GT(known, 0);  // the generator reaches them; they are counted, not hidden
+  EXPECT_LT(r.worst_bound_use, 1.0);
+}
+
+}  // namespace
+}  // namespace flashcheck
