@@ -6,13 +6,14 @@
 #
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
-#   GPU_STAGES="..."          subset of: tests refcheck replay gate campaign bench probes (default: all)
+#   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign (default: all)
+#   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-stages=${GPU_STAGES:-"tests refcheck replay bench probes gate campaign"}
+stages=${GPU_STAGES:-"tests refcheck replay bench probes gate integration campaign"}
 declare -a table
 # Each row also goes to table.txt at once, so a run cut short still says how far it got.
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); printf '%-34s %s\n' "$1" "$2" >> "$out/table.txt"; }
@@ -92,6 +93,16 @@ for m in g['mutants']:
         print('survived', m['mutant'])
 PY
   row "gate problems" "$(tr '\n' ';' < "$out/gate-problems.txt")"
+fi
+
+if has integration; then
+  # transformers' flash path (hf-main) on every CUDA kernel whose contract fits, against the HF-eager oracle.
+  for k in flash-fwd-varlen flash-fwd-dense efficient-fwd-varlen efficient-fwd-dense cudnn-fwd sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math-cuda; do
+    fc fuzz --kernel "$k" --property integration --profile hf-main --time "${GPU_INTEGRATION_SECONDS:-10}" --seed 2029 \
+      --out "$out/found" > "$out/integration-$k.txt" 2>&1; rc=$?
+    [ $rc -eq 0 ] || status=1
+    row "integration hf-main $k" "exit $rc: $(grep -E ' cases in ' "$out/integration-$k.txt" | tail -1 | sed 's/^[^:]*: //' | cut -c1-150)"
+  done
 fi
 
 if has campaign; then

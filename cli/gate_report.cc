@@ -54,6 +54,11 @@ std::string gate_line(const FuzzReport& r) {
                               r.seconds, r.findings.size(), r.findings.size() == 1 ? "" : "s", r.worst_ratio,
                               r.worst_bound_use);
   if (r.unsupported) s += fmt::format(", {} unsupported", r.unsupported);
+  if (!r.known_divergences.empty()) {
+    std::vector<std::string> known;
+    for (const auto& [id, n] : r.known_divergences) known.push_back(fmt::format("{} x{}", id, n));
+    s += fmt::format(", documented divergences: {}", fmt::join(known, " "));
+  }
   if (!r.coverage_missing.empty()) s += fmt::format(", COVERAGE MISSING: {}", fmt::join(r.coverage_missing, " "));
   return s;
 }

@@ -120,11 +120,13 @@ void print_replay_summary(const std::vector<ReplayRecord>& records) {
     if (r.verdict.cmp && r.verdict.kind == VerdictKind::kPass)
       row.worst_ratio = std::max(row.worst_ratio, r.verdict.cmp->ratio());
   }
-  fmt::print("\n{:<20} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11}  {}\n", "kernel", "pass", "fail", "xfail",
+  std::size_t width = 20;  // model cases are keyed "<profile>@<kernel>"
+  for (const auto& [k, row] : rows) width = std::max(width, k.size());
+  fmt::print("\n{:<{}} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11}  {}\n", "kernel", width, "pass", "fail", "xfail",
              "unsupported", "error", "crash/hang", "worst ratio", "status");
   int unexpected = 0;
   for (const auto& [k, row] : rows) {
-    fmt::print("{:<20} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11.3g}  {}\n", k, row.pass, row.fail, row.xfail,
+    fmt::print("{:<{}} {:>5} {:>5} {:>6} {:>11} {:>6} {:>12} {:>11.3g}  {}\n", k, width, row.pass, row.fail, row.xfail,
                row.unsupported, row.error, row.crash, row.worst_ratio, row.unexpected ? "UNEXPECTED" : "ok");
     unexpected += row.unexpected;
   }
