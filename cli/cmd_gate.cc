@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,6 +24,34 @@ namespace fs = std::filesystem;
 // Cases per kernel and property when the gate is not told: sized so that the whole gate stays within
 // five minutes on two cores (docs/PERFORMANCE.md has the measurement).
 constexpr std::int64_t kDefaultGateCases = 120;
+
+// Top-up runs a clean run may take to reach a feature its budget missed. On kernels that refuse many
+// generated cases (known defects excluded from the contract), 120 cases can miss a rare feature by
+// chance; a top-up with another seed reaches it, while a feature the generator never produces stays
+// missing however many runs there are.
+constexpr int kCoverageTopUps = 3;
+
+namespace {
+
+void merge_top_up(FuzzReport& into, const FuzzReport& more) {
+  into.cases += more.cases;
+  into.unsupported += more.unsupported;
+  for (const auto& [reason, n] : more.unsupported_reasons) into.unsupported_reasons[reason] += n;
+  into.crashes += more.crashes;
+  into.failures += more.failures;
+  into.findings.insert(into.findings.end(), more.findings.begin(), more.findings.end());
+  into.seconds += more.seconds;
+  into.worst_ratio = std::max(into.worst_ratio, more.worst_ratio);
+  into.worst_bound_use = std::max(into.worst_bound_use, more.worst_bound_use);
+  for (const auto& [feature, n] : more.coverage) into.coverage[feature] += n;
+  std::vector<std::string> still;
+  for (const std::string& f : into.coverage_missing)
+    if (std::find(more.coverage_missing.begin(), more.coverage_missing.end(), f) != more.coverage_missing.end())
+      still.push_back(f);
+  into.coverage_missing = std::move(still);
+}
+
+}  // namespace
 
 int run_gate(const GateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -53,7 +83,16 @@ int run_gate(const GateOptions& o) {
       fo.max_size = 100;
       fo.shrink = {200, 20};
       fo.out_dir = (fs::path(o.out) / "found").string();
-      const FuzzReport r = run_fuzz_isolated(*k, *p, fo);
+      FuzzReport r = run_fuzz_isolated(*k, *p, fo);
+      for (int t = 1; t <= kCoverageTopUps && !r.ok() && r.findings.empty() && r.crashes == 0 &&
+                      r.not_applicable.empty() && !r.coverage_missing.empty();
+           ++t) {
+        FuzzOptions more = fo;
+        more.seed = o.seed + 7919 * static_cast<std::uint64_t>(t);
+        fmt::print(stderr, "gate: {:<16} {:<19} coverage top-up {} (seed {}) for: {}\n", k->name(), p->name(), t, more.seed,
+                   fmt::join(r.coverage_missing, " "));
+        merge_top_up(r, run_fuzz_isolated(*k, *p, more));
+      }
       fmt::print(stderr, "gate: {:<16} {:<19} {}\n", k->name(), p->name(), gate_line(r));
       g.runs.push_back(r);
     }
