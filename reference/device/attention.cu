@@ -145,21 +145,26 @@ constexpr int kKeysPerStep = 4;  // keys whose V rows are loaded together in P.V
 // reads hit distinct banks. The baseline rounds k * scale to the dtype while staging.
 template <bool kBaseline>
 __device__ float chunk_logit(const Params& p, const Cell& c, int j0, int n, const float* sq, float (*tile)[33],
-                             float* abs_dot) {
+                             const float** rows, float* abs_dot) {
   const int lane = threadIdx.x % 32;
+  // Each lane resolves the address of one key's K row (cache, pages) once; the staging loop reads them
+  // from shared memory instead of redoing that arithmetic for every 32 dims.
+  __syncwarp();
+  if (lane < n) rows[lane] = kv_row(p, c.s, c.b, j0 + lane, c.kh, false);
+  __syncwarp();
   float dot = 0.0f, dabs = 0.0f;
   for (int x0 = 0; x0 < p.d; x0 += 32) {
     // All 32 loads first, then the stores: the loads are independent and stay in flight together.
     float vals[32];
 #pragma unroll
-    for (int kk = 0; kk < 32; ++kk)
-      vals[kk] = (kk < n && x0 + lane < p.d) ? kv_row(p, c.s, c.b, j0 + kk, c.kh, false)[x0 + lane] : 0.0f;
+    for (int kk = 0; kk < 32; ++kk) vals[kk] = (kk < n && x0 + lane < p.d) ? rows[kk][x0 + lane] : 0.0f;
 #pragma unroll
     for (int kk = 0; kk < 32; ++kk)
       if (kk < n) tile[kk][lane] = kBaseline ? round_dt(p.dtype, vals[kk] * p.scale) : vals[kk];
     __syncwarp();
     if (lane < n) {
       const int w = min(32, p.d - x0);
+#pragma unroll 8
       for (int xx = 0; xx < w; ++xx) {
         const float t = sq[x0 + xx] * tile[lane][xx];
         dot += t;
@@ -180,11 +185,23 @@ __device__ float chunk_logit(const Params& p, const Cell& c, int j0, int n, cons
   return s;
 }
 
+// The V rows of keys j0 .. j0 + n - 1, one address per lane, for the P.V loop.
+__device__ void stage_v_rows(const Params& p, const Cell& c, int j0, int n, const float** rows) {
+  const int lane = threadIdx.x % 32;
+  __syncwarp();
+  if (lane < n) rows[lane] = kv_row(p, c.s, c.b, j0 + lane, c.kh, true);
+  __syncwarp();
+}
+
 // One warp per (query row, head). Lanes own keys for Q.K (32 keys at a time) and channels for P.V; the
 // softmax is online over chunks of 32 keys, in fp32.
+// kT = ceil(dv / 32) rounded up to a power of two: the channels each lane owns in P.V.
+template <int kT>
 __global__ void reference_kernel(Params p) {
   __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
   __shared__ float k_tile[kWarpsPerBlock][32][33];
+  __shared__ const float* k_rows[kWarpsPerBlock][32];
+  __shared__ const float* v_rows[kWarpsPerBlock][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
   if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
@@ -202,34 +219,35 @@ __global__ void reference_kernel(Params p) {
   for (int x = lane; x < p.d; x += 32) sq[x] = qrow[x];
   __syncwarp();
   float m = -INFINITY, z = 0.0f, smax = 0.0f;
-  float acc[kMaxPerLane], spread[kMaxPerLane];
+  float acc[kT], spread[kT];
 #pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t) acc[t] = spread[t] = 0.0f;
+  for (int t = 0; t < kT; ++t) acc[t] = spread[t] = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
     float dabs = 0.0f;
-    const float s = chunk_logit<false>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], &dabs);
+    const float s = chunk_logit<false>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], k_rows[warp], &dabs);
     smax = fmaxf(smax, warp_max(dabs));
     const float m_new = nan_max(m, warp_nan_max(s));
     const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
     const float e = j < c.hi ? expf(s - m_new) : 0.0f;
     z = z * keep + warp_sum(e);
 #pragma unroll
-    for (int t = 0; t < kMaxPerLane; ++t) {
+    for (int t = 0; t < kT; ++t) {
       acc[t] *= keep;
       spread[t] *= keep;
     }
     const int n = min(32, c.hi - j0);
+    stage_v_rows(p, c, j0, n, v_rows[warp]);
     for (int kk = 0; kk < n; kk += kKeysPerStep) {
       float ek[kKeysPerStep];
       const float* v[kKeysPerStep];
 #pragma unroll
       for (int u = 0; u < kKeysPerStep; ++u) {
         ek[u] = __shfl_sync(0xffffffffu, e, (kk + u) & 31);
-        v[u] = kv_row(p, c.s, c.b, j0 + min(kk + u, n - 1), c.kh, true);
+        v[u] = v_rows[warp][min(kk + u, n - 1)];
       }
 #pragma unroll
-      for (int t = 0; t < kMaxPerLane; ++t)
+      for (int t = 0; t < kT; ++t)
         if (lane + 32 * t < p.dv) {
           float vx[kKeysPerStep];
 #pragma unroll
@@ -249,7 +267,7 @@ __global__ void reference_kernel(Params p) {
   const float ds = sqrtf(static_cast<float>(p.d)) * smax;
   const float terms = sqrtf(static_cast<float>(c.hi - c.lo + 1));
 #pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t)
+  for (int t = 0; t < kT; ++t)
     if (lane + 32 * t < p.dv) {
       const float o = acc[t] / z, a = spread[t] / z;
       p.res.out[c.cell * p.dv + lane + 32 * t] = o;
@@ -264,10 +282,13 @@ __global__ void reference_kernel(Params p) {
 
 // The low-precision baseline: pass 1 computes the rounded logits (kept in shared memory when the row is
 // short enough), their max and the fp32 sum; pass 2 rounds P = exp(s - m) / Z and accumulates P.V.
+template <int kT>
 __global__ void baseline_kernel(Params p) {
   __shared__ float q_shared[kWarpsPerBlock][32 * kMaxPerLane];
   __shared__ float logits[kWarpsPerBlock][kKeysInShared];
   __shared__ float k_tile[kWarpsPerBlock][32][33];
+  __shared__ const float* k_rows[kWarpsPerBlock][32];
+  __shared__ const float* v_rows[kWarpsPerBlock][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Cell c;
   if (!locate(p, blockIdx.x * kWarpsPerBlock + warp, c)) return;
@@ -284,7 +305,7 @@ __global__ void baseline_kernel(Params p) {
   float m = -INFINITY, z = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
-    const float s = chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], nullptr);
+    const float s = chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], k_rows[warp], nullptr);
     if (stored && j < c.hi) logits[warp][j - c.lo] = s;
     const float m_new = nan_max(m, warp_nan_max(s));
     const float keep = m == -INFINITY ? 0.0f : expf(m - m_new);
@@ -292,25 +313,26 @@ __global__ void baseline_kernel(Params p) {
     m = m_new;
   }
   __syncwarp();
-  float acc[kMaxPerLane];
+  float acc[kT];
 #pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
   for (int j0 = c.lo; j0 < c.hi; j0 += 32) {
     const int j = j0 + lane;
     const float s = stored ? (j < c.hi ? logits[warp][j - c.lo] : -INFINITY)
-                           : chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], nullptr);
+                           : chunk_logit<true>(p, c, j0, min(32, c.hi - j0), sq, k_tile[warp], k_rows[warp], nullptr);
     const float pj = j < c.hi ? round_dt(p.dtype, expf(s - m) / z) : 0.0f;
     const int n = min(32, c.hi - j0);
+    stage_v_rows(p, c, j0, n, v_rows[warp]);
     for (int kk = 0; kk < n; kk += kKeysPerStep) {
       float pk[kKeysPerStep];
       const float* v[kKeysPerStep];
 #pragma unroll
       for (int u = 0; u < kKeysPerStep; ++u) {
         pk[u] = __shfl_sync(0xffffffffu, pj, (kk + u) & 31);
-        v[u] = kv_row(p, c.s, c.b, j0 + min(kk + u, n - 1), c.kh, true);
+        v[u] = v_rows[warp][min(kk + u, n - 1)];
       }
 #pragma unroll
-      for (int t = 0; t < kMaxPerLane; ++t)
+      for (int t = 0; t < kT; ++t)
         if (lane + 32 * t < p.dv) {
           float vx[kKeysPerStep];
 #pragma unroll
@@ -322,7 +344,7 @@ __global__ void baseline_kernel(Params p) {
     }
   }
 #pragma unroll
-  for (int t = 0; t < kMaxPerLane; ++t)
+  for (int t = 0; t < kT; ++t)
     if (lane + 32 * t < p.dv) p.res.out[c.cell * p.dv + lane + 32 * t] = round_dt(p.dtype, acc[t]);
   if (lane == 0) p.res.lse[c.cell] = m + logf(z);
 }
@@ -331,6 +353,26 @@ unsigned grid_for(const Params& p) {
   const long long cells = static_cast<long long>(p.total_q) * p.H;
   return static_cast<unsigned>((cells + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
+
+// Launches kernel<kT> with the smallest kT in {1, 2, 4, 8, 16} such that 32 kT >= dv: fewer registers and no
+// dead channel loops for the common head dims.
+template <template <int> class Launch>
+void dispatch_dv(const Params& p) {
+  const int t = (p.dv + 31) / 32;
+  if (t <= 1) Launch<1>::run(p);
+  else if (t <= 2) Launch<2>::run(p);
+  else if (t <= 4) Launch<4>::run(p);
+  else if (t <= 8) Launch<8>::run(p);
+  else Launch<16>::run(p);
+}
+template <int kT>
+struct LaunchReference {
+  static void run(const Params& p) { reference_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock>>>(p); }
+};
+template <int kT>
+struct LaunchBaseline {
+  static void run(const Params& p) { baseline_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock>>>(p); }
+};
 
 }  // namespace
 
@@ -348,7 +390,7 @@ DeviceResult device_reference(const DeviceCase& dc, EmptyRow empty_row, const st
   r.lse_noise = slot_of<float>(slot + ".lse_noise", cells);
   if (cells == 0) return r;
   const Params p = make_params(dc, empty_row, r);
-  reference_kernel<<<grid_for(p), 32 * kWarpsPerBlock>>>(p);
+  dispatch_dv<LaunchReference>(p);
   check_last("device reference");
   return r;
 }
@@ -362,7 +404,7 @@ DeviceResult device_baseline(const DeviceCase& dc, EmptyRow empty_row, const std
   r.lse = slot_of<float>(slot + ".lse", cells);
   if (cells == 0) return r;
   const Params p = make_params(dc, empty_row, r);
-  baseline_kernel<<<grid_for(p), 32 * kWarpsPerBlock>>>(p);
+  dispatch_dv<LaunchBaseline>(p);
   check_last("device baseline");
   return r;
 }
