@@ -113,21 +113,26 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
             ++cmp.nonfinite;
             e = kInf;
           }
-          const double be = std::fabs(p[x] - t[x]);
+          // A baseline that overflowed the dtype (fp16 logits past 65504: inf, then NaN) is no yardstick; such an
+          // element counts as the best any output in the dtype can do, the truth rounded (half an ulp). Without
+          // this the bound became infinite and any output passed.
+          double be = std::fabs(p[x] - t[x]);
+          if (!std::isfinite(be)) be = 0.5 * rounding_floor(c.dtype, t[x]);
           const double nz = truth.noise.empty() ? 0.0 : truth.noise[cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)];
           const double fl = std::max(2.0 * rounding_floor(c.dtype, t[x]), kNoiseLambda * kUnitRoundoff32 * nz);
           mean_floor_sum += std::max(kMeanFloorFraction * rounding_floor(c.dtype, t[x]), kNoiseLambdaMean * kUnitRoundoff32 * nz);
           err_sum += std::isfinite(e) ? e : 0.0;
-          base_sum += std::isfinite(be) ? be : 0.0;
+          base_sum += be;
           floor_max = std::max(floor_max, fl);
-          if (be > cmp.base_max || std::isnan(be)) cmp.base_max = std::isnan(be) ? kInf : be;
+          cmp.base_max = std::max(cmp.base_max, be);
           if (e > worst.err) worst = {e, loc};
         }
         if (check_lse && !empty) {
           const double lt = truth.lse[cell], lo = out.lse[cell], lb = baseline.lse[cell];
           double e = std::fabs(lo - lt);
           if (!std::isfinite(lo)) e = kInf;
-          cmp.lse_base = std::max(cmp.lse_base, std::fabs(lb - lt));
+          const double lbe = std::fabs(lb - lt);
+          cmp.lse_base = std::max(cmp.lse_base, std::isfinite(lbe) ? lbe : 0.5 * rounding_floor(c.dtype, lt));
           const double lnz = truth.lse_noise.empty() ? 0.0 : truth.lse_noise[cell];
           lse_floor = std::max({lse_floor, 2.0 * rounding_floor(c.dtype, lt), kNoiseLambda * kUnitRoundoff32 * lnz});
           if (e > lse_worst.err || std::isnan(e)) lse_worst = {std::isnan(e) ? kInf : e, {static_cast<std::int64_t>(b), h, i, -1, lo, lt, lb}};

@@ -45,12 +45,21 @@ TEST(Compare, InfinityOutputFails) {
   EXPECT_NE(failure_reason(c), "");
 }
 
-TEST(Compare, NaNInTheBaselineMakesTheBoundInfiniteButNotAPass) {
-  // A NaN baseline must not make a wrong output pass through an infinite bound: the mean check still
-  // sees the real error, and the reason says so.
-  const Comparison c = run({0.5, 0.9, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75}, {0.5, kNaN, 0.25, 0.75});
-  EXPECT_EQ(c.base_max, kInf);
-  EXPECT_NE(failure_reason(c), "");
+TEST(Compare, AnOverflowedBaselineCountsAsTheRoundedTruth) {
+  // An fp16 baseline whose logits overflowed returns inf or NaN where the truth is finite. It must not
+  // make the bound infinite (any output would pass): such an element counts as half an ulp of the dtype.
+  const Comparison wrong = run({0.5, 0.9, 0.25, 0.75}, {0.5, 0.5, 0.25, 0.75}, {0.5, kNaN, 0.25, kInf});
+  EXPECT_TRUE(std::isfinite(wrong.base_max));
+  EXPECT_EQ(wrong.base_max, 0.5 * rounding_floor(DType::kF32, 0.75));
+  EXPECT_TRUE(std::isfinite(wrong.bound));
+  EXPECT_GT(wrong.err_max, wrong.bound);
+  EXPECT_NE(failure_reason(wrong).find("max error"), std::string::npos) << failure_reason(wrong);
+  // fp16 with |truth| near 137, as in the H200 finding: an output one ulp off passes, ten ulps fail.
+  const double ulp = rounding_floor(DType::kF16, 137.3);  // 0.125
+  const Comparison near = run({137.25, 1, 1, 1}, {137.3, 1, 1, 1}, {kInf, 1, 1, 1}, {0, 0}, EmptyRow::kZero, DType::kF16);
+  EXPECT_EQ(failure_reason(near), "");
+  const Comparison far = run({137.3 + 10 * ulp, 1, 1, 1}, {137.3, 1, 1, 1}, {kInf, 1, 1, 1}, {0, 0}, EmptyRow::kZero, DType::kF16);
+  EXPECT_NE(failure_reason(far), "");
 }
 
 TEST(Compare, NaNOnAnEmptyRowBreaksTheZeroConvention) {

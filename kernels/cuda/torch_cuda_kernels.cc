@@ -56,6 +56,23 @@ constexpr const char* kFlashDecodeGroupsDefect =
 constexpr const char* kEfficientBottomRightDefect =
     "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
     "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
+constexpr const char* kEfficientWindowBlockDefect =
+    "known defect: a causal window that starts past the last key, with v_head_dim > 128, leaves rows unwritten "
+    "(fixtures/found/efficient-window-block-without-keys.json)";
+
+// The CUTLASS kernels for value dims above 128 write the output only inside the key loop; a query block
+// whose window starts past the last key never enters it. Excluded wherever some row's window starts past
+// the keys (top-left causal, left window, q_len - 1 - left >= keys), a superset of the blocks that fail.
+bool efficient_window_block_without_keys(const KernelCase& c) {
+  if (!c.causal || c.alignment != Alignment::kTopLeft || c.v_head_dim <= 128) return false;
+  const MaskRule m = mask_rule(c);
+  if (m.left < 0) return false;
+  for (const Sequence& s : c.seqs) {
+    const std::int64_t keys = s.seqused_k ? *s.seqused_k : s.k_len;
+    if (s.q_len - 1 - m.left >= keys) return true;
+  }
+  return false;
+}
 
 Contract flash_contract(bool varlen) {
   Contract k;
@@ -175,6 +192,7 @@ class EfficientForward : public DeviceKernel {
     if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
     if (c.causal && c.alignment == Alignment::kBottomRight && some_sequence_has_more_queries_than_keys(c))
       return {false, kEfficientBottomRightDefect, {}};
+    if (efficient_window_block_without_keys(c)) return {false, kEfficientWindowBlockDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {

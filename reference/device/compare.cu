@@ -118,15 +118,17 @@ __global__ void compare_kernel(Args a) {
       ++nonfinite;
       e = INFINITY;
     }
-    const float be = fabsf(p - t);
     const float nz = a.t_noise[at];
     const float sp = spacing(a, t);
+    // As in core/compare.cc: an overflowed baseline element counts as the truth rounded (half an ulp).
+    float be = fabsf(p - t);
+    if (!isfinite(be)) be = 0.5f * sp;
     const float fl = fmaxf(2.0f * sp, kNoiseLambda * kU32 * nz);
     if (isfinite(e)) err_sum += e;
-    if (isfinite(be)) base_sum += be;
+    base_sum += be;
     mfloor += fmaxf(kMeanFloorFraction * sp, kNoiseLambdaMean * kU32 * nz);
     floor_max = fmaxf(floor_max, fl);
-    base_max = isnan(be) ? INFINITY : fmaxf(base_max, be);
+    base_max = fmaxf(base_max, be);
     worst = max(worst, pack(e, static_cast<unsigned int>(at)));
   }
   worst = warp_max_u64(worst);
@@ -153,7 +155,8 @@ __global__ void compare_kernel(Args a) {
       if (!isfinite(lo)) e = INFINITY;
       if (isnan(e)) e = INFINITY;
       atomicMax(&a.acc->lse_worst, pack(e, static_cast<unsigned int>(cell)));
-      atomicMax(&a.acc->lse_base_max, bits_of(fabsf(lb - lt)));
+      const float lbe = fabsf(lb - lt);
+      atomicMax(&a.acc->lse_base_max, bits_of(isfinite(lbe) ? lbe : 0.5f * spacing(a, lt)));
       atomicMax(&a.acc->lse_floor_max, bits_of(fmaxf(2.0f * spacing(a, lt), kNoiseLambda * kU32 * a.t_lse_noise[cell])));
     }
   }
