@@ -48,7 +48,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.shrink = {o.shrink_attempts, o.shrink_seconds};
     fo.out_dir = o.out;
     fo.reproduce = o.reproduce;
-    fo.on_progress = [&o, label, tty, last_line = -10.0](std::int64_t cases, std::int64_t failures, double seconds) mutable {
+    fo.on_progress = [label, tty, last_line = -10.0](std::int64_t cases, std::int64_t failures, double seconds) mutable {
       const std::string line =
           fmt::format("{}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", label, cases, cases / std::max(seconds, 1e-9), failures, seconds);
       if (tty) {
@@ -72,29 +72,11 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     else print_fuzz_report(r);
   }
   for (const Property* p : props) {
-    FuzzOptions fo;
-    fo.cases = o.cases;
-    fo.seconds = o.time;
-    fo.seed = o.seed;
-    fo.max_size = o.max_size;
-    fo.shrink = {o.shrink_attempts, o.shrink_seconds};
-    fo.out_dir = o.out;
-    fo.reproduce = o.reproduce;
+    FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->name()));
     fo.limits.max_len = o.max_len;
     fo.limits.max_batch = o.max_batch;
     fo.limits.max_heads = o.max_heads;
     fo.limits.work_budget = o.work_budget;
-    double last_line = -10;
-    fo.on_progress = [&](std::int64_t cases, std::int64_t failures, double seconds) {
-      const std::string line = fmt::format("{} / {}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", kernels[0]->name(),
-                                           p->name(), cases, cases / std::max(seconds, 1e-9), failures, seconds);
-      if (tty) {
-        fmt::print(stderr, "\r{:<100}", line);
-      } else if (seconds - last_line >= 10) {
-        fmt::print(stderr, "{}\n", line);
-        last_line = seconds;
-      }
-    };
     const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
     ok = ok && r.ok();

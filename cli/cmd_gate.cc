@@ -31,27 +31,6 @@ constexpr std::int64_t kDefaultGateCases = 120;
 // missing however many runs there are.
 constexpr int kCoverageTopUps = 3;
 
-namespace {
-
-void merge_top_up(FuzzReport& into, const FuzzReport& more) {
-  into.cases += more.cases;
-  into.unsupported += more.unsupported;
-  for (const auto& [reason, n] : more.unsupported_reasons) into.unsupported_reasons[reason] += n;
-  into.crashes += more.crashes;
-  into.failures += more.failures;
-  into.findings.insert(into.findings.end(), more.findings.begin(), more.findings.end());
-  into.seconds += more.seconds;
-  into.worst_ratio = std::max(into.worst_ratio, more.worst_ratio);
-  into.worst_bound_use = std::max(into.worst_bound_use, more.worst_bound_use);
-  for (const auto& [feature, n] : more.coverage) into.coverage[feature] += n;
-  std::vector<std::string> still;
-  for (const std::string& f : into.coverage_missing)
-    if (std::find(more.coverage_missing.begin(), more.coverage_missing.end(), f) != more.coverage_missing.end())
-      still.push_back(f);
-  into.coverage_missing = std::move(still);
-}
-
-}  // namespace
 
 int run_gate(const GateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -91,7 +70,12 @@ int run_gate(const GateOptions& o) {
         more.seed = o.seed + 7919 * static_cast<std::uint64_t>(t);
         fmt::print(stderr, "gate: {:<16} {:<19} coverage top-up {} (seed {}) for: {}\n", k->name(), p->name(), t, more.seed,
                    fmt::join(r.coverage_missing, " "));
-        merge_top_up(r, run_fuzz_isolated(*k, *p, more));
+        const FuzzReport extra = run_fuzz_isolated(*k, *p, more);
+        merge_reports(r, extra);
+        r.seconds += extra.seconds;
+        std::erase_if(r.coverage_missing, [&](const std::string& f) {  // missing only if missed by every run
+          return std::find(extra.coverage_missing.begin(), extra.coverage_missing.end(), f) == extra.coverage_missing.end();
+        });
       }
       fmt::print(stderr, "gate: {:<16} {:<19} {}\n", k->name(), p->name(), gate_line(r));
       g.runs.push_back(r);

@@ -329,9 +329,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
 
 // --- the isolated runner ---------------------------------------------------------------------------
 
-namespace {
-
-void merge(FuzzReport& into, const FuzzReport& part) {
+void merge_reports(FuzzReport& into, const FuzzReport& part) {
   into.cases += part.cases;
   into.unsupported += part.unsupported;
   for (const auto& [reason, n] : part.unsupported_reasons) into.unsupported_reasons[reason] += n;
@@ -344,6 +342,8 @@ void merge(FuzzReport& into, const FuzzReport& part) {
   if (into.not_applicable.empty()) into.not_applicable = part.not_applicable;
   for (const auto& [id, n] : part.known_divergences) into.known_divergences[id] += n;
 }
+
+namespace {
 
 void write_line(int fd, const std::string& s) {
   std::size_t done = 0;
@@ -436,7 +436,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
             o.on_progress(done_cases + child_cases, static_cast<std::int64_t>(total.findings.size()) + child_failures,
                           since(start));
         } else if (line.rfind("R ", 0) == 0) {
-          merge(total, fuzz_report_from_json(nlohmann::json::parse(line.substr(2))));
+          merge_reports(total, fuzz_report_from_json(nlohmann::json::parse(line.substr(2))));
           reported = true;
         } else if (line.rfind("X ", 0) == 0) {
           error = line.substr(2);

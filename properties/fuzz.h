@@ -89,6 +89,10 @@ FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o);
 // in-flight descriptor, saved as a fixture) and the run resumes after it with the remaining budget.
 FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o, double case_timeout_seconds = 120);
 
+// Adds `part` (another chunk or run of the same kernel and property) into `into`: counts, findings (one per
+// signature), worst ratios, coverage. Seconds and coverage_missing are the caller's to settle.
+void merge_reports(FuzzReport& into, const FuzzReport& part);
+
 nlohmann::json to_json(const FuzzReport& r);
 FuzzReport fuzz_report_from_json(const nlohmann::json& j);
 

@@ -11,7 +11,7 @@
 namespace flashcheck::device {
 namespace {
 
-bool is_sticky(cudaError_t e) {
+bool sticky(cudaError_t e) {
   switch (e) {
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
@@ -36,10 +36,12 @@ struct Slot {
 
 }  // namespace
 
+bool is_sticky(int code) { return sticky(static_cast<cudaError_t>(code)); }
+
 void check(int code, const char* what) {
   const auto e = static_cast<cudaError_t>(code);
   if (e == cudaSuccess) return;
-  throw CudaError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")", is_sticky(e));
+  throw CudaError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")", sticky(e));
 }
 
 void check_last(const char* what, bool sync) {

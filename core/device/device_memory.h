@@ -21,6 +21,8 @@ class CudaError : public std::runtime_error {
   bool sticky_;
 };
 
+// Whether `code` (a cudaError_t) leaves the context unusable.
+bool is_sticky(int code);
 // Throws CudaError when `code` (a cudaError_t) is not cudaSuccess; `what` names the call.
 void check(int code, const char* what);
 // Checks the last launch error and, with `sync`, everything queued before it.

@@ -30,22 +30,9 @@ std::string cuda_sticky_error() {
   cudaError_t e = cudaDeviceSynchronize();
   if (e == cudaSuccess) e = cudaPeekAtLastError();
   if (e == cudaSuccess) return "";
-  switch (e) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorInvalidPc:
-    case cudaErrorHardwareStackError:
-    case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-    case cudaErrorUnknown:
-      return std::string("sticky CUDA error: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-    default:
-      cudaGetLastError();  // a recoverable error: clear it
-      return "";
-  }
+  if (device::is_sticky(e)) return std::string("sticky CUDA error: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  cudaGetLastError();  // a recoverable error: clear it
+  return "";
 }
 
 }  // namespace flashcheck
