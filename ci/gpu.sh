@@ -2,7 +2,8 @@
 # ci/gpu.sh — the GPU job on a node with an NVIDIA GPU (an H200 here): set-up (offline: .deb files from
 # FLASHCHECK_DEB_DIR, default .debs/), the cuda preset build, the GPU tests, the device-reference check,
 # the gate on every kernel, a fuzz campaign on the CUDA kernels and the throughput benchmark. Logs go to
-# $OUT (default out/gpu); a short table is printed last.
+# $OUT (default out/gpu); a short table is printed last. The CUDA kernels are the build's own: every entry of
+# `flashcheck list --json` whose "device" is "cuda".
 #
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
@@ -45,13 +46,34 @@ else
 fi
 if [ -x "$bin/cli/flashcheck" ]; then flashcheck="$bin/cli/flashcheck"; else flashcheck="$bin/flashcheck"; fi
 fc() { "$flashcheck" "$@"; }
-exe() { [ -x "$bin/$1" ] && echo "$bin/$1" || echo "$bin/$(basename "$1")"; }
+# A test executable by name: at the top of $bin (a prebuilt folder) or anywhere in the build tree.
+exe() {
+  if [ -x "$bin/$1" ]; then echo "$bin/$1"
+  else find "$bin" -type f -name "$1" -perm -u+x 2>/dev/null | sort | head -1; fi
+}
 status=0
 
+# The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
+cuda_kernels=()
+if has integration || has campaign; then
+  if list_json=$(fc list --json 2> "$out/list.err"); then
+    read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
+import json, sys
+print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda"))')
+  fi
+  if [ ${#cuda_kernels[@]} -gt 0 ]; then
+    row "CUDA kernels (flashcheck list)" "${cuda_kernels[*]}"
+  else
+    row "CUDA kernels (flashcheck list)" "NONE: no kernel has \"device\": \"cuda\" in list --json (see list.err)"; status=1
+  fi
+fi
+
 if has tests; then
-  for t in core/core_device_test reference/reference_device_test core/core_test reference/reference_host_test kernels/kernels_test properties/conformance_test; do
-    if "$(exe $t)" > "$out/$(basename $t).log" 2>&1; then row "test $(basename $t)" "$(grep -E '^\[  PASSED' "$out/$(basename $t).log")"
-    else row "test $(basename $t)" "FAILED"; status=1; fi
+  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test search_test; do
+    x=$(exe "$t")
+    if [ -z "$x" ]; then row "test $t" "FAILED (no executable $t under $bin)"; status=1
+    elif "$x" > "$out/$t.log" 2>&1; then row "test $t" "$(grep -E '^\[  PASSED' "$out/$t.log")"
+    else row "test $t" "FAILED"; status=1; fi
   done
 fi
 
@@ -73,8 +95,8 @@ if has bench; then
 fi
 
 if has probes; then
-  python3 ci/gpu_probes.py > "$out/probes.txt" 2>&1
-  row "probes (ci/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
+  python3 tools/gpu_probes.py > "$out/probes.txt" 2>&1
+  row "probes (tools/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
 fi
 
 if has gate; then
@@ -97,7 +119,7 @@ fi
 
 if has integration; then
   # transformers' flash path (hf-main) on every CUDA kernel whose contract fits, against the HF-eager oracle.
-  for k in flash-fwd-varlen flash-fwd-dense efficient-fwd-varlen efficient-fwd-dense cudnn-fwd sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math-cuda; do
+  for k in "${cuda_kernels[@]}"; do
     fc fuzz --kernel "$k" --property integration --profile hf-main --time "${GPU_INTEGRATION_SECONDS:-10}" --seed 2029 \
       --out "$out/found" > "$out/integration-$k.txt" 2>&1; rc=$?
     [ $rc -eq 0 ] || status=1
@@ -111,7 +133,7 @@ if has campaign; then
   # kernels (host path), then every property for a short while on every CUDA kernel.
   t=${GPU_CAMPAIGN_SECONDS:-25}
   total=0
-  for k in flash-fwd-varlen flash-fwd-dense efficient-fwd-varlen efficient-fwd-dense cudnn-fwd sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math-cuda; do
+  for k in "${cuda_kernels[@]}"; do
     runs=()
     case $k in
       sdpa-*) fc fuzz --kernel "$k" --property conformance --time $(( t / 6 + 1 )) --seed 2026 --out "$out/found" --json > "$out/campaign-$k.json" 2> "$out/campaign-$k.err"; runs+=("$out/campaign-$k.json") ;;

@@ -2,12 +2,11 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <rapidcheck.h>
 
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "properties/generators.h"
 #include "properties/property.h"
+#include "search/samples.h"
 
 namespace flashcheck::cli {
 
@@ -21,10 +20,8 @@ int run_bench(const BenchOptions& o) {
   if (!resolve_properties({o.property}, props)) return kExitUsage;
   Kernel& k = *kernels[0];
   const Property& p = *props[0];
-  const rc::Gen<KernelCase> gen = o.mix == "standard" ? standard_mix_gen() : kernel_case_gen(k.contract(), p.requirements());
-  std::vector<KernelCase> cases;
-  rc::Random random(o.seed);
-  for (std::int64_t i = 0; i < o.cases; ++i) cases.push_back(gen(random.split(), 100).value());
+  const std::vector<KernelCase> cases = o.mix == "standard" ? sample_standard_mix(o.cases, o.seed)
+                                                             : sample_kernel_cases(k.contract(), p.requirements(), o.cases, o.seed);
   // Warm-up: module loading, handle creation and allocator growth stay out of the figure.
   for (std::int64_t i = 0; i < std::min<std::int64_t>(o.warmup, o.cases); ++i) p.check(k, cases[static_cast<std::size_t>(i)]);
   std::int64_t pass = 0, fail = 0, unsupported = 0, other = 0;

@@ -1,11 +1,10 @@
-// `flashcheck export`: model-level cases with the C++ oracle's results, for ci/hf_crosscheck.py to check
+// `flashcheck export`: model-level cases with the C++ oracle's results, for tools/hf_crosscheck/crosscheck.py to check
 // against transformers itself. The format is that script's input (its docstring and README's
 // "Cross-check" section): DIR/manifest.json plus one safetensors file per case.
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <rapidcheck.h>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -15,7 +14,7 @@
 #include "core/safetensors.h"
 #include "oracles/hf_eager.h"
 #include "oracles/hf_flash_path.h"
-#include "properties/model_generators.h"
+#include "search/samples.h"
 
 namespace flashcheck::cli {
 namespace {
@@ -95,10 +94,8 @@ int run_export(const ExportOptions& o) {
     fmt::print(stderr, "flashcheck export: {}\n", e.what());
     return kExitUsage;
   }
-  rc::Random random(o.seed);
-  const rc::Gen<ModelCase> gen = model_case_gen();
-  for (std::int64_t i = 0; i < o.generated; ++i)
-    cases.emplace_back(fmt::format("generated-{:04}", i), gen(random.split(), 100).value());
+  std::int64_t i = 0;
+  for (ModelCase& m : sample_model_cases(o.generated, o.seed)) cases.emplace_back(fmt::format("generated-{:04}", i++), std::move(m));
 
   const fs::path dir(o.out);
   fs::create_directories(dir);

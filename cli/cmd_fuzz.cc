@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "properties/fuzz.h"
-#include "properties/model_fuzz.h"
+#include "properties/integration_property.h"
+#include "search/fuzz.h"
 
 namespace flashcheck::cli {
 
@@ -22,16 +22,20 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   }
   std::vector<const Property*> props;
   if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return kExitUsage;
-  std::vector<hf::Profile> profiles;
+  // The integration property runs once per profile, before the kernel-level properties.
+  std::vector<std::unique_ptr<Property>> per_profile;
   if (integration)
     for (const std::string& n : o.profiles) {
       const auto p = hf::parse_profile(n);
       if (!p) {
-        fmt::print(stderr, "flashcheck fuzz: unknown profile '{}' (hf-main, hf-4.55, hf-4.53, hf-2025-08, fastchat-2023)\n", n);
+        fmt::print(stderr, "flashcheck fuzz: unknown profile '{}' ({})\n", n, hf::profile_name_list());
         return kExitUsage;
       }
-      profiles.push_back(*p);
+      per_profile.push_back(integration_property(*p));
     }
+  std::vector<const Property*> runs;
+  for (const auto& p : per_profile) runs.push_back(p.get());
+  runs.insert(runs.end(), props.begin(), props.end());
   if (o.cases <= 0 && o.time <= 0 && o.reproduce.empty()) {
     fmt::print(stderr, "flashcheck fuzz: give --cases N or --time SECONDS\n");
     return kExitUsage;
@@ -60,23 +64,14 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     };
     return fo;
   };
-  for (hf::Profile profile : profiles) {
-    const FuzzOptions fo = options(fmt::format("{} / integration / {}", kernels[0]->name(), hf::to_string(profile)));
-    ModelGenLimits limits;
-    limits.max_batch = std::min<std::int64_t>(o.max_batch, limits.max_batch);
-    limits.max_heads = o.max_heads;
-    const FuzzReport r = run_model_fuzz(profile, *kernels[0], fo, limits);
-    if (tty) fmt::print(stderr, "\r{:<100}\r", "");
-    ok = ok && r.ok();
-    if (o.json) all.push_back(to_json(r));
-    else print_fuzz_report(r);
-  }
-  for (const Property* p : props) {
-    FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->name()));
+  for (const Property* p : runs) {
+    FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->label()));
     fo.limits.max_len = o.max_len;
     fo.limits.max_batch = o.max_batch;
     fo.limits.max_heads = o.max_heads;
     fo.limits.work_budget = o.work_budget;
+    fo.model_limits.max_batch = std::min<std::int64_t>(o.max_batch, fo.model_limits.max_batch);
+    fo.model_limits.max_heads = o.max_heads;
     const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
     ok = ok && r.ok();

@@ -24,6 +24,7 @@ nlohmann::json contract_json(const Kernel& k) {
   for (KvStrides s : c.kv_strides) strides.push_back(to_string(s));
   nlohmann::json j = {
       {"name", k.name()},
+      {"device", k.device()},
       {"summary", c.summary},
       {"features",
        {{"bottom_right", support_name(c.bottom_right)},

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "kernels/kernel.h"
-#include "properties/mutant_matrix.h"
+#include "search/mutant_matrix.h"
 
 namespace flashcheck::cli {
 

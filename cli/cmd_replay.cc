@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/fixture.h"
 #include "properties/property.h"
-#include "properties/replay.h"
+#include "search/replay.h"
 
 namespace flashcheck::cli {
 

@@ -43,7 +43,7 @@ struct FuzzCommandOptions {
   bool json = false;
   bool isolate = true;
   double timeout = 120;
-  // Case sizes (properties/generators.h GenLimits); GPU campaigns raise them to realistic lengths.
+  // Case sizes (search/limits.h GenLimits); GPU campaigns raise them to realistic lengths.
   std::int64_t max_len = 192;
   std::int64_t max_batch = 4;
   std::int64_t max_heads = 16;

@@ -26,7 +26,7 @@ std::string xml_escape(const std::string& s) {
 std::string run_problem(const FuzzReport& r) {
   std::string p;
   for (const Finding& f : r.findings)
-    p += fmt::format("{}: {} -- {}\n", to_string(f.verdict.kind), summary(f.minimized), f.verdict.reason) +
+    p += fmt::format("{}: {} -- {}\n", to_string(f.verdict.kind), f.model_case ? summary(*f.model_case) : summary(f.minimized), f.verdict.reason) +
          (f.fixture.empty() ? "" : fmt::format("  replay: flashcheck replay {} --kernel {}\n", f.fixture, r.kernel));
   if (!r.coverage_missing.empty()) {
     p += "coverage missing:";
@@ -38,30 +38,6 @@ std::string run_problem(const FuzzReport& r) {
 
 }  // namespace
 
-bool GateResult::ok() const {
-  for (const ReplayRecord& r : replay)
-    if (!r.as_expected) return false;
-  for (const FuzzReport& r : runs)
-    if (r.not_applicable.empty() && !r.ok()) return false;
-  for (const MutantRow& m : mutants)
-    if (!m.killed()) return false;
-  return true;
-}
-
-std::string gate_line(const FuzzReport& r) {
-  if (!r.not_applicable.empty()) return "n/a: " + r.not_applicable;
-  std::string s = fmt::format("{} cases in {:.1f} s, {} finding{}, worst ratio {:.3g}, worst err/bound {:.2f}", r.cases,
-                              r.seconds, r.findings.size(), r.findings.size() == 1 ? "" : "s", r.worst_ratio,
-                              r.worst_bound_use);
-  if (r.unsupported) s += fmt::format(", {} unsupported", r.unsupported);
-  if (!r.known_divergences.empty()) {
-    std::vector<std::string> known;
-    for (const auto& [id, n] : r.known_divergences) known.push_back(fmt::format("{} x{}", id, n));
-    s += fmt::format(", documented divergences: {}", fmt::join(known, " "));
-  }
-  if (!r.coverage_missing.empty()) s += fmt::format(", COVERAGE MISSING: {}", fmt::join(r.coverage_missing, " "));
-  return s;
-}
 
 std::string gate_markdown(const GateResult& g) {
   std::string md = fmt::format("# flashcheck gate: {}\n\nseed {}, {} cases per kernel and property, {:.0f} s\n\n",

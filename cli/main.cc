@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "core/hf_profiles.h"
 
 int main(int argc, char** argv) {
   using namespace flashcheck::cli;
@@ -33,8 +34,8 @@ int main(int argc, char** argv) {
       ->expected(1)
       ->take_all();
   cmd_fuzz->add_option("--profile", fuzz.profiles,
-                       "HF flash-path profile for --property integration (repeatable): hf-main, hf-4.55, hf-4.53, "
-                       "hf-2025-08, fastchat-2023")
+                       "HF flash-path profile for --property integration (repeatable): " +
+                           std::string(flashcheck::hf::profile_name_list()))
       ->expected(1)
       ->take_all()
       ->capture_default_str();
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
 
   ExportOptions exp;
   auto* cmd_export = app.add_subcommand(
-      "export", "Write model-level cases with the HF-eager oracle's output and the flash-path plan (for ci/hf_crosscheck.py)");
+      "export", "Write model-level cases with the HF-eager oracle's output and the flash-path plan (for tools/hf_crosscheck/crosscheck.py)");
   cmd_export->add_option("--out,-o", exp.out, "Directory for manifest.json and the tensors")->capture_default_str();
   cmd_export->add_option("--fixtures", exp.fixtures, "Fixture files or folders whose model cases to export")
       ->expected(1)

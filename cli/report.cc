@@ -36,7 +36,7 @@ bool resolve_properties(const std::vector<std::string>& names, std::vector<const
     if (!p) {
       std::string known;
       for (const Property* q : all_properties()) known += " " + std::string(q->name());
-      fmt::print(stderr, "flashcheck: unknown property '{}'; known properties:{} (or all)\n", n, known);
+      fmt::print(stderr, "flashcheck: unknown property '{}'; known properties:{} integration (or all)\n", n, known);
       return false;
     }
     out.push_back(p);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "kernels/kernel.h"
-#include "properties/fuzz.h"
+#include "search/fuzz.h"
 #include "properties/property.h"
-#include "properties/replay.h"
+#include "search/replay.h"
 
 namespace flashcheck::cli {
 
@@ -16,7 +16,7 @@ namespace flashcheck::cli {
 // the problem and returns false on an unknown name.
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out);
 
-// Property names ("all" expands to every property); prints the problem and returns false on an unknown name.
+// Property names ("all" expands to every kernel-level property); prints the problem and returns false on an unknown name.
 bool resolve_properties(const std::vector<std::string>& names, std::vector<const Property*>& out);
 
 // The end-of-run report of `flashcheck fuzz`: counts, speed, findings, unsupported reasons, coverage.

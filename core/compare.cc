@@ -15,20 +15,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Same non-finite class: both NaN, or the same infinity.
 bool same_nonfinite(double a, double b) { return (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b); }
 
-// Fraction of the per-element floor that the mean check allows on top of 1.5x the baseline's mean error:
-// small enough to keep the check sensitive to a bias of a fraction of an ulp, large enough that two
-// exact computations that differ by one rounding do not fail.
-constexpr double kMeanFloorFraction = 0.1;
-
-// The fp32 noise floor: lambda * u * sensitivity (AttentionResult::noise). A kernel that accumulates in
-// fp32 has rounding errors of this order whatever its dtype; in fp16/bf16 the dtype floor dominates,
-// in fp32 this is the floor (the FA3 form assumes a baseline much less accurate than the kernel, which
-// an fp32 baseline is not). lambda = 8 bounds a probabilistic sqrt(n) u estimate with a failure
-// probability near exp(-lambda^2 / 2) per element; the mean check uses lambda = 2.
-constexpr double kUnitRoundoff32 = 0x1.0p-24;
-constexpr double kNoiseLambda = 8.0;
-constexpr double kNoiseLambdaMean = 2.0;
-
 }  // namespace
 
 double Comparison::bound_use() const {
@@ -43,18 +29,13 @@ double Comparison::ratio() const {
 
 ToleranceRule tolerance_for(const KernelCase& c) {
   ToleranceRule r;
-  if (c.softcap > 0) r.k_max = 3.0;
+  r.k_max = tolerance::k_max(c.softcap > 0);
   return r;
 }
 
 double rounding_floor(DType dt, double truth) {
-  // FA3 evaluates |(t + 0.3 - 0.3) - t| in the dtype and takes the max over a large tensor, which comes
-  // to one unit in the last place at |t| + 0.3. Taking that spacing directly gives the same floor
-  // without collapsing to 0 on the handful of elements a small case or a single LSE row has.
   const detail::FloatFormat f = detail::format_of(dt);
-  int e = 0;
-  std::frexp(std::fabs(truth) + 0.3, &e);
-  return std::ldexp(1.0, std::max(e - 1, f.min_normal_exp) - f.mantissa_bits);
+  return tolerance::spacing(truth, f.mantissa_bits, f.min_normal_exp);
 }
 
 Comparison compare(const KernelCase& c, const AttentionResult& out, const AttentionResult& truth,
@@ -116,11 +97,12 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
           // A baseline that overflowed the dtype (fp16 logits past 65504: inf, then NaN) is no yardstick; such an
           // element counts as the best any output in the dtype can do, the truth rounded (half an ulp). Without
           // this the bound became infinite and any output passed.
+          const double sp = rounding_floor(c.dtype, t[x]);
           double be = std::fabs(p[x] - t[x]);
-          if (!std::isfinite(be)) be = 0.5 * rounding_floor(c.dtype, t[x]);
+          if (!std::isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
           const double nz = truth.noise.empty() ? 0.0 : truth.noise[cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)];
-          const double fl = std::max(2.0 * rounding_floor(c.dtype, t[x]), kNoiseLambda * kUnitRoundoff32 * nz);
-          mean_floor_sum += std::max(kMeanFloorFraction * rounding_floor(c.dtype, t[x]), kNoiseLambdaMean * kUnitRoundoff32 * nz);
+          const double fl = tolerance::max_floor(sp, nz);
+          mean_floor_sum += tolerance::mean_floor(sp, nz);
           err_sum += std::isfinite(e) ? e : 0.0;
           base_sum += be;
           floor_max = std::max(floor_max, fl);
@@ -131,10 +113,10 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
           const double lt = truth.lse[cell], lo = out.lse[cell], lb = baseline.lse[cell];
           double e = std::fabs(lo - lt);
           if (!std::isfinite(lo)) e = kInf;
-          const double lbe = std::fabs(lb - lt);
-          cmp.lse_base = std::max(cmp.lse_base, std::isfinite(lbe) ? lbe : 0.5 * rounding_floor(c.dtype, lt));
+          const double lbe = std::fabs(lb - lt), lsp = rounding_floor(c.dtype, lt);
+          cmp.lse_base = std::max(cmp.lse_base, std::isfinite(lbe) ? lbe : tolerance::overflowed_baseline_error(lsp));
           const double lnz = truth.lse_noise.empty() ? 0.0 : truth.lse_noise[cell];
-          lse_floor = std::max({lse_floor, 2.0 * rounding_floor(c.dtype, lt), kNoiseLambda * kUnitRoundoff32 * lnz});
+          lse_floor = std::max(lse_floor, tolerance::max_floor(lsp, lnz));
           if (e > lse_worst.err || std::isnan(e)) lse_worst = {std::isnan(e) ? kInf : e, {static_cast<std::int64_t>(b), h, i, -1, lo, lt, lb}};
         }
       }
@@ -238,8 +220,8 @@ std::string failure_reason(const Comparison& cmp) {
     return fmt::format("max error {:.3g} exceeds the bound {:.3g} ({} element{} over)", cmp.err_max, cmp.bound,
                        cmp.mismatches, cmp.mismatches == 1 ? "" : "s");
   if (!(cmp.err_mean <= cmp.mean_bound))
-    return fmt::format("mean error {:.3g} exceeds the bound {:.3g} (1.5 x baseline mean {:.3g})", cmp.err_mean,
-                       cmp.mean_bound, cmp.base_mean);
+    return fmt::format("mean error {:.3g} exceeds the bound {:.3g} ({} x baseline mean {:.3g})", cmp.err_mean,
+                       cmp.mean_bound, tolerance::kMean, cmp.base_mean);
   if (cmp.lse_checked && !(cmp.lse_err <= cmp.lse_bound))
     return fmt::format("LSE error {:.3g} exceeds the bound {:.3g}", cmp.lse_err, cmp.lse_bound);
   return "";

@@ -1,27 +1,26 @@
-// The tolerance rule (flash-attn FA3 form, research/kernels.md §8.8) and the comparators behind it.
+// The comparators behind the tolerance rule (flash-attention's form: hopper/test_flash_attn.py). The
+// rule's constants and formulas live in core/tolerance.h; this is where they are applied to a case.
 //
-//   pass  iff  max|out - truth| <= k * max|baseline - truth| + floor
-//         and  mean|out - truth| <= 1.5 * mean|baseline - truth| + mean floor
+//   pass  iff  max|out - truth| <= k_max * max|baseline - truth| + floor
+//         and  mean|out - truth| <= k_mean * mean|baseline - truth| + mean floor
 //         and  no NaN/Inf in the output where the truth is finite
 //         and  every empty row equals the declared convention exactly
 //         and  (when the kernel returns it) the LSE passes the same form on non-empty rows
-// with k = 2, or 3 with softcap; errors are taken on valid, non-empty rows only. The floor is the larger
-// of FA3's dtype term 2 * ulp_dtype(|truth| + 0.3) and an fp32 noise term 8 u sensitivity
-// (sensitivity from the reference, docs/TOLERANCE.md): the FA3 term alone presumes a baseline far less
-// accurate than the kernel, which holds in fp16/bf16 and not in fp32. Every check is phrased so that a
-// NaN fails it.
+// with the multipliers, floors and sensitivities of core/tolerance.h (docs/TOLERANCE.md explains them);
+// errors are taken on valid, non-empty rows only. Every check is phrased so that a NaN fails it.
 #pragma once
 
 #include "core/case_tensors.h"
 #include "core/kernel_case.h"
+#include "core/tolerance.h"
 #include "core/verdict.h"
 
 namespace flashcheck {
 
 struct ToleranceRule {
-  double k_max = 2.0;
-  double k_mean = 1.5;
-  double k_lse = 2.0;
+  double k_max = tolerance::kMax;
+  double k_mean = tolerance::kMean;
+  double k_lse = tolerance::kLse;
 };
 ToleranceRule tolerance_for(const KernelCase& c);
 
@@ -43,8 +42,7 @@ double tolerance_bound(const KernelCase& c, const AttentionResult& truth, const 
 // Pass/fail decision of a comparison, with the reason of a failure ("" when it passes).
 std::string failure_reason(const Comparison& cmp);
 
-// The floor term for one value: the spacing of the dtype at |t| + 0.3, what FA3's max over a tensor of
-// |(t + 0.3 - 0.3) - t| (every step in the dtype) comes to.
+// The spacing of the dtype at |truth| + 0.3 (tolerance::spacing), from which the floors are built.
 double rounding_floor(DType dt, double truth);
 
 }  // namespace flashcheck

@@ -11,6 +11,7 @@
 #include "core/detail/json_reader.h"
 #include "core/error.h"
 #include "core/geometry.h"
+#include "core/hf_profiles.h"
 #include "core/model_case_json.h"
 #include "core/safetensors.h"
 
@@ -136,8 +137,8 @@ Fixture load_fixture(const std::string& path) {
       mc.note = cr.string("note", "");
       mc.expect = read_expectations(cr, cases[i]);
       for (const auto& [profile, x] : mc.expect)
-        if (!is_profile_name(profile))
-          cr.fail("expect." + profile, "unknown profile (expected hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023)");
+        if (!hf::parse_profile(profile))
+          cr.fail("expect." + profile, fmt::format("unknown profile (expected {})", hf::profile_name_list()));
       f.model_cases.push_back(std::move(mc));
     }
   }
@@ -146,7 +147,7 @@ Fixture load_fixture(const std::string& path) {
     const json& ps = r.array("profiles");
     for (std::size_t i = 0; i < ps.size(); ++i) {
       const std::string name = r.as_string(ps[i], fmt::format("profiles[{}]", i));
-      if (!is_profile_name(name)) r.fail(fmt::format("profiles[{}]", i), "unknown profile \"" + name + "\"");
+      if (!hf::parse_profile(name)) r.fail(fmt::format("profiles[{}]", i), "unknown profile \"" + name + "\"");
       f.profiles.push_back(name);
     }
   }

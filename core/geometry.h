@@ -1,4 +1,5 @@
-// Per-sequence lengths, offsets and the visibility rule of research/kernels.md §8.2-8.3.
+// Per-sequence lengths, offsets and the visibility rule: flash-attn's bottom-right causal diagonal
+// (flash-attention 2.1 release notes; flash-attention#466) with windows and left padding.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,7 @@ inline KeyRange visible_keys(std::int64_t i, std::int64_t lk, std::int64_t off, 
   return r;
 }
 
-// Whether some query row of the case sees no key (an empty row, research/kernels.md §8.5).
+// Whether some query row of the case sees no key (an empty row: flash-attn writes 0 there, its LSE -inf).
 bool has_empty_rows(const KernelCase& c);
 
 // Block table of a paged case: the explicit one, or pages assigned by a permutation of the pool drawn

@@ -1,6 +1,7 @@
 // KernelCase: what a varlen flash-attention API receives, as a small descriptor. Tensors are not part of
 // it; they are materialized from the data recipe (core/materialize.h) or loaded from a fixture.
-// The exact meaning of every field is research/kernels.md §8, restated where it matters below.
+// The meaning of every field follows flash-attn's API (flash_attn_varlen_func, flash_attn_with_kvcache in
+// flash_attn/flash_attn_interface.py), restated where it matters below.
 #pragma once
 
 #include <cstdint>

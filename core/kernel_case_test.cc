@@ -87,7 +87,7 @@ TEST(KernelCaseValidate, CacheRules) {
             "seqs[0].cache_len: cache_len/new_len need \"kv\": {\"cache\": true}");
 }
 
-// research/kernels.md §8.9: cache_seqlens = 5, S_new = 2, Sq = 2, leftpad = 2, causal -> keys are
+// flash_attn_with_kvcache's semantics: cache_seqlens = 5, S_new = 2, Sq = 2, leftpad = 2, causal -> keys are
 // logical positions 2..6 (Lk = 5) and the bottom-right offset is 3.
 TEST(CaseGeometry, CacheWithLeftpadWorkedExample) {
   KernelCase c = simple_case();

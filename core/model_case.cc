@@ -17,12 +17,6 @@ bool nondecreasing(const std::vector<std::int64_t>& v) {
 
 }  // namespace
 
-bool is_profile_name(std::string_view s) {
-  for (std::string_view n : kProfileNames)
-    if (n == s) return true;
-  return false;
-}
-
 double ModelCase::softmax_scale() const { return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
 
 std::vector<std::vector<std::int64_t>> ModelCase::effective_position_ids() const {

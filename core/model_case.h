@@ -1,13 +1,13 @@
 // ModelCase: what one attention layer of a transformers model receives, after RoPE and the KV-cache
 // update. The HF-eager oracle (oracles/hf_eager.h) and the flash-path emulation (oracles/hf_flash_path.h)
-// both start from it. Its meaning is research/hf.md §6; the layout is transformers' rectangular one:
+// both start from it: what src/transformers/integrations/flash_attention.py and eager_attention_forward
+// receive from a model's attention module. The layout is transformers' rectangular one:
 // one past length P for the whole batch, shorter histories expressed as zeros in the 2D mask.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/data_recipe.h"
@@ -60,16 +60,11 @@ struct ModelCase {
   double softmax_scale() const;
   // position_ids as [rows][Lq], with the model default filled in.
   std::vector<std::vector<std::int64_t>> effective_position_ids() const;
-  // Whether key column j of row b is valid under the 2D mask (A1: all valid without one).
+  // Whether key column j of row b is valid under the 2D mask (all valid without one; columns past it invalid).
   bool key_valid(std::int64_t b, std::int64_t j) const;
 };
 
 std::vector<FieldError> validate(const ModelCase& m);
-
-// Names of the HF flash-path profiles (oracles/hf_flash_path.h, in the order of its Profile enum); model
-// fixtures key their expectations by them.
-inline constexpr std::string_view kProfileNames[] = {"hf-main", "hf-4.55", "hf-4.53", "hf-2025-08", "fastchat-2023"};
-bool is_profile_name(std::string_view s);
 
 // "b2 q5 p3 h8/2 d64 bf16 causal mask[left] pos[packed] W4" for reports.
 std::string summary(const ModelCase& m);

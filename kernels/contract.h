@@ -43,7 +43,7 @@ struct Contract {
   bool deterministic = true;        // reruns are bitwise equal
   bool writes_into_buffer = false;  // writes the harness's output buffer directly (canaries are meaningful)
 
-  // Coverage features (properties/coverage.h) the contract admits but that known-defect exclusions leave
+  // Coverage features (search/coverage.h) the contract admits but that known-defect exclusions leave
   // (nearly) out of reach, so a run is not failed for missing them; each entry says why.
   std::vector<std::pair<std::string, std::string>> coverage_exempt;
 

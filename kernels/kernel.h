@@ -41,12 +41,14 @@ class Kernel {
   // GPU kernels take their inputs and write their output on the device (core/device); their run() goes
   // through the device by uploading and downloading. The fast conformance path uses run_device directly.
   virtual bool on_device() const { return false; }
+  // Where the kernel computes: "cpu" or "cuda" (what `flashcheck list --json` reports as "device").
+  virtual std::string_view device() const { return "cpu"; }
   virtual void run_device(const device::DeviceCase& in, device::DeviceOutput& out);
   // After a failed or finished run: a description of a sticky device error (the CUDA context is then
   // unusable and the process must record its case and exit), or "".
   virtual std::string sticky_error() const { return ""; }
 
-  // Deliberately broken kernels (kernels/mutants) prove that properties catch what they claim.
+  // Deliberately broken kernels (kernels/native/mutants) prove that properties catch what they claim.
   virtual bool is_mutant() const { return false; }
   virtual std::string_view mutant_description() const { return ""; }
 };

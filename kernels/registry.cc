@@ -1,11 +1,11 @@
 #include <stdexcept>
 
 #include "kernels/kernel.h"
-#include "kernels/mutants/mutants.h"
-#include "kernels/tiled_cpu.h"
+#include "kernels/native/mutants.h"
+#include "kernels/native/tiled_cpu.h"
 #include "kernels/torch/torch_cpu_kernels.h"
 #if defined(FLASHCHECK_HAVE_CUDA)
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/torch/cuda_kernels.h"
 #endif
 
 namespace flashcheck {

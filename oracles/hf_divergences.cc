@@ -66,7 +66,7 @@ bool mask_all_ones(const ModelCase& m) {
 std::optional<Divergence> known_divergence(const ModelCase& m) {
   if (m.query_length && *m.query_length != m.q_len)
     return Divergence{"F8", "the caller's query_length differs from the query's length (sequence-parallel patches)"};
-  const bool no_flash_mask = !m.attention_mask || (mask_all_ones(m) && !m.static_cache_len);  // B0 drops it
+  const bool no_flash_mask = !m.attention_mask || (mask_all_ones(m) && !m.static_cache_len);  // flash_attention_mask drops it
   if (m.position_ids_3d && no_flash_mask)
     return Divergence{"F21", "3-D M-RoPE position_ids read as packed: cu_seqlens cover three times the tokens"};
   if (m.static_cache_len && *m.static_cache_len > m.filled_kv() && !m.attention_mask)

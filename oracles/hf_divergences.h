@@ -1,5 +1,5 @@
 // The documented ways in which transformers' current flash path (profile hf-main) and its eager attention
-// disagree (research/hf.md §5, fixtures F4-F21). The integration property reports a failing case that
+// disagree (fixtures/issues/hf-F*.json, F4-F21). The integration property reports a failing case that
 // matches one of them as that known divergence rather than as a new finding.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/torch/torch_tensors.h"
+#include "reference/host/exact_row.h"
 
 namespace flashcheck::hf {
 namespace {
@@ -62,50 +63,20 @@ ExactAttention exact_attention(const ModelCase& m, const ModelTensors& t, const 
   ExactAttention r;
   r.out.assign(static_cast<std::size_t>(B * Lq * H * D), 0.0);
   r.noise.assign(r.out.size(), 0.0);
-  std::vector<double> s(static_cast<std::size_t>(Lk)), a(static_cast<std::size_t>(D));
+  reference::ExactRow exact({.head_dim = D, .v_head_dim = D, .scale = m.softmax_scale(), .softcap = m.softcap.value_or(0.0)});
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < Lq; ++i)
       for (std::int64_t h = 0; h < H; ++h) {
         const std::int64_t g = h / m.group();
-        const float* q = &t.q.data[static_cast<std::size_t>(((b * Lq + i) * H + h) * D)];
-        double mx = -INFINITY, smax = 0;
-        std::int64_t n = 0;
+        exact.clear();
         for (std::int64_t j = 0; j < Lk; ++j) {
           if (!mask.at(b, i, j)) continue;
-          const float* k = &t.k.data[static_cast<std::size_t>(((b * Lk + j) * Hk + g) * D)];
-          double dot = 0, dot_abs = 0;
-          for (std::int64_t d = 0; d < D; ++d) {
-            dot += static_cast<double>(q[d]) * k[d];
-            dot_abs += std::fabs(static_cast<double>(q[d]) * k[d]);
-          }
-          double x = dot * m.softmax_scale();
-          if (m.softcap) x = *m.softcap * std::tanh(x / *m.softcap);
-          s[static_cast<std::size_t>(j)] = x;
-          mx = std::max(mx, x);
-          smax = std::max(smax, dot_abs * m.softmax_scale());
-          ++n;
+          const std::size_t kv = static_cast<std::size_t>(((b * Lk + j) * Hk + g) * D);
+          exact.add_key(&t.k.data[kv], &t.v.data[kv]);
         }
-        if (n == 0) continue;
-        double z = 0;
+        if (exact.keys() == 0) continue;
         const std::size_t at = static_cast<std::size_t>(((b * Lq + i) * H + h) * D);
-        double* o = &r.out[at];
-        std::fill(a.begin(), a.end(), 0.0);
-        for (std::int64_t j = 0; j < Lk; ++j) {
-          if (!mask.at(b, i, j)) continue;
-          const double p = std::exp(s[static_cast<std::size_t>(j)] - mx);
-          z += p;
-          const float* v = &t.v.data[static_cast<std::size_t>(((b * Lk + j) * Hk + g) * D)];
-          for (std::int64_t d = 0; d < D; ++d) {
-            o[d] += p * v[d];
-            a[static_cast<std::size_t>(d)] += p * std::fabs(static_cast<double>(v[d]));
-          }
-        }
-        const double ds = std::sqrt(static_cast<double>(D)) * smax, terms = std::sqrt(static_cast<double>(n + 1));
-        for (std::int64_t d = 0; d < D; ++d) {
-          o[d] /= z;
-          const double ad = a[static_cast<std::size_t>(d)] / z;
-          r.noise[at + static_cast<std::size_t>(d)] = ds * (ad + std::fabs(o[d])) + terms * ad + std::fabs(o[d]);
-        }
+        exact.compute(&t.q.data[at], &r.out[at], &r.noise[at]);
       }
   return r;
 }

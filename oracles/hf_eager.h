@@ -1,7 +1,8 @@
-// The HF-eager oracle (research/hf.md §6 A): what transformers' eager attention returns for a ModelCase.
+// The HF-eager oracle: what transformers' eager attention (`eager_attention_forward` in
+// models/llama/modeling_llama.py, under the 4D mask of masking_utils.py) returns for a ModelCase.
 // It runs LibTorch's CPU ops in the order and dtypes transformers uses (matmul and the scale in the model
 // dtype, softcap, the additive mask at finfo.min, softmax in fp32 then cast, matmul with V), so its
-// rounding is transformers' own; ci/hf_crosscheck.py checks it against transformers itself.
+// rounding is transformers' own; tools/hf_crosscheck/crosscheck.py checks it against transformers itself.
 #pragma once
 
 #include "core/case_tensors.h"
@@ -19,9 +20,9 @@ struct EagerResult {
 EagerResult eager_attention(const ModelCase& m, const ModelTensors& t);
 
 // The same attention in fp64 with the same allowed keys (the exact value eager approximates), [B, Lq, Hq, D],
-// with each element's first-order fp32 rounding sensitivity in units of u (the bound form of
-// reference/host/attention.cc). Rows without an allowed key are 0. The integration property bounds both
-// paths' errors with it.
+// with each element's first-order fp32 rounding sensitivity in units of u: reference/host/exact_row.h,
+// the kernel-level reference's own row routine. Rows without an allowed key are 0. The integration
+// property bounds both paths' errors with it.
 struct ExactAttention {
   std::vector<double> out;
   std::vector<double> noise;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
+#include "reference/host/attention.h"
+
 namespace flashcheck::hf {
 namespace {
 
@@ -87,6 +89,47 @@ TEST(HfEager, RowWithoutKeysAveragesVOverEveryColumn) {
       mean /= static_cast<double>(Lk);
       EXPECT_NEAR(e.out.data[static_cast<std::size_t>(h * D + d)], mean, 1e-5);
     }
+}
+
+// Under a plain causal mask, eager's allowed keys are those of the kernel-level causal case (one
+// sequence per batch row, bottom-right alignment: query i at position P + i sees keys 0 .. P + i). The
+// model-level exact attention must then be the kernel-level reference, value for value and sensitivity
+// for sensitivity: both go through reference/host/exact_row.h.
+TEST(HfEager, ExactAttentionIsTheKernelReferenceUnderAPlainCausalMask) {
+  ModelCase m = random_case(DType::kBF16);
+  m.attention_mask.reset();
+  m.softcap = 7.0;
+  const ModelTensors t = materialize(m);
+  const EagerMask mask = eager_mask(m);
+  for (RowFlag f : mask.rows) ASSERT_EQ(f, RowFlag::kComparable);
+
+  KernelCase c;
+  c.dtype = m.dtype;
+  c.heads = m.heads;
+  c.kv_heads = m.kv_heads;
+  c.head_dim = c.v_head_dim = m.head_dim;
+  c.causal = true;
+  c.alignment = Alignment::kBottomRight;
+  c.softcap = *m.softcap;
+  c.scale = m.softmax_scale();
+  c.data.poison = false;
+  for (std::int64_t b = 0; b < m.batch; ++b) c.seqs.push_back({.q_len = m.q_len, .k_len = m.kv_len()});
+  ASSERT_TRUE(validate(c).empty());
+  const std::int64_t Lq = m.q_len, Lk = m.kv_len(), H = m.heads, Hk = m.kv_heads, D = m.head_dim;
+  const CaseTensors ct = materialize(c, [&](TensorId id, std::int64_t b, std::int64_t pos, std::int64_t h, std::int64_t x) {
+    if (id == TensorId::kQ) return t.q.data[static_cast<std::size_t>(((b * Lq + pos) * H + h) * D + x)];
+    const HostTensor& kv = id == TensorId::kK ? t.k : t.v;
+    return kv.data[static_cast<std::size_t>(((b * Lk + pos) * Hk + h) * D + x)];
+  });
+
+  const ExactAttention exact = exact_attention(m, t, mask);
+  const AttentionResult ref = reference::host_attention(c, ct);
+  ASSERT_EQ(exact.out.size(), ref.out.size());
+  for (std::size_t x = 0; x < ref.out.size(); ++x) {
+    ASSERT_EQ(exact.out[x], ref.out[x]) << x;
+    ASSERT_EQ(exact.noise[x], ref.noise[x]) << x;
+  }
+  for (double n : ref.noise) EXPECT_GT(n, 0.0);  // the comparison is not one of zeros
 }
 
 }  // namespace

@@ -36,10 +36,10 @@ std::int64_t max_diff(const std::vector<std::int64_t>& cu) {
   return mx;
 }
 
-// The boolean 2D mask the flash path receives (B0): bool(M) sliced to the last kv_length columns, or none
-// when it is all true. hf-main keeps a mask shorter than kv_length (a static cache, #46914); older
-// versions dropped every all-true mask, so the dense kernel ran over unfilled static slots (F13).
-std::optional<Rows> flash_mask(Profile p, const ModelCase& m) {
+// The boolean 2D mask the flash path receives (masking_utils.flash_attention_mask): bool(M) sliced to the
+// last kv_length columns, or none when it is all true. Dropping an all-true mask shorter than kv_length (a
+// static cache) runs the dense kernel over unfilled slots (F13), hence keep_short_all_true_mask.
+std::optional<Rows> flash_mask(const ProfileSwitches& s, const ModelCase& m) {
   if (!m.attention_mask) return std::nullopt;
   const std::int64_t kv_length = m.static_cache_len ? *m.static_cache_len : m.past + m.q_len;
   Rows rows;
@@ -55,7 +55,7 @@ std::optional<Rows> flash_mask(Profile p, const ModelCase& m) {
     rows.push_back(std::move(row));
   }
   const std::int64_t cols = static_cast<std::int64_t>(rows.front().size());
-  if (all && (p != Profile::kHfMain || cols == kv_length)) return std::nullopt;
+  if (all && (!s.keep_short_all_true_mask || cols == kv_length)) return std::nullopt;
   return rows;
 }
 
@@ -101,7 +101,8 @@ std::vector<std::int64_t> iota_rows(std::int64_t n) {
   return v;
 }
 
-// Branch (b): q, k, v flattened, the kernel called with cu_seqlens as given, the output viewed back.
+// The padding-free branch of _flash_attention_forward: q, k, v flattened, the kernel called with cu_seqlens as
+// given, the output viewed back.
 void padding_free(FlashPlan& plan, const ModelCase& m, std::vector<std::int64_t> cu_q, std::vector<std::int64_t> cu_k,
                   std::int64_t max_q, std::int64_t max_k) {
   FlashCall& c = plan.call;
@@ -221,22 +222,21 @@ void dense_branch(FlashPlan& plan, const ModelCase& m) {
 }
 
 // The kernel arguments every version passes, with its window convention.
-void kernel_kwargs(FlashPlan& plan, const ModelCase& m, PathDefect defect) {
+void kernel_kwargs(FlashPlan& plan, const ModelCase& m, const ProfileSwitches& s) {
   FlashCall& c = plan.call;
   c.causal = m.causal;
   c.scale = m.softmax_scale();
   c.softcap = m.softcap;
   if (m.sliding_window && m.kv_len() > *m.sliding_window) {
     const std::int64_t w = *m.sliding_window;
-    // flash-attn's window is inclusive: (W - 1, W - 1) is W keys under causal masking, as eager. Up to v4.55
-    // transformers passed (W, W): one key too many (#39408, F9).
-    const bool old = plan.profile == Profile::kHf455 || plan.profile == Profile::kHf453 || defect == PathDefect::kWindowWW;
-    c.window = old ? std::make_pair(w, w) : std::make_pair(w - 1, w - 1);
+    // flash-attn's window is inclusive: (W - 1, W - 1) is W keys under causal masking, as eager; (W, W) is one
+    // key too many (#39408, F9).
+    c.window = s.window_size_w_w ? std::make_pair(w, w) : std::make_pair(w - 1, w - 1);
   }
 }
 
-// generate() in v4.54-4.55 computed the varlen kwargs itself (F6): cu_k short by one per earlier row.
-VarlenKwargs generate_kwargs_455(const ModelCase& m) {
+// The varlen kwargs generate() computed itself in v4.54-4.55 (F6): cu_k short by one per earlier row.
+VarlenKwargs generate_kwargs(const ModelCase& m) {
   auto pos = m.effective_position_ids();
   while (static_cast<std::int64_t>(pos.size()) < m.batch) pos.push_back(pos.front());
   VarlenKwargs k;
@@ -316,20 +316,6 @@ void check_bounds(FlashPlan& plan) {
 
 }  // namespace
 
-std::string_view to_string(Profile p) { return kProfileNames[static_cast<std::size_t>(p)]; }
-
-std::optional<Profile> parse_profile(std::string_view s) {
-  for (Profile p : all_profiles())
-    if (to_string(p) == s) return p;
-  return std::nullopt;
-}
-
-const std::vector<Profile>& all_profiles() {
-  static const std::vector<Profile> all{Profile::kHfMain, Profile::kHf455, Profile::kHf453, Profile::kHf202508,
-                                        Profile::kFastchat2023};
-  return all;
-}
-
 std::string_view to_string(FlashBranch b) {
   switch (b) {
     case FlashBranch::kMask: return "mask";
@@ -341,49 +327,38 @@ std::string_view to_string(FlashBranch b) {
   return "?";
 }
 
-const std::vector<PathDefectInfo>& path_defects() {
-  static const std::vector<PathDefectInfo> all{
-      {PathDefect::kAnyPositionIds, "mutant-hf-any-position-ids",
-       "any position_ids (the model's default arange too) take the varlen path", "transformers v4.54.0-v4.55.0 (F5, #39814)"},
-      {PathDefect::kStartAtZero, "mutant-hf-start-at-zero",
-       "packed sequences start where position_ids == 0, and 0 is not prepended", "transformers before #47525 (F4, F18)"},
-      {PathDefect::kWindowWW, "mutant-hf-window-w-w", "sliding window passed as (W, W): W + 1 keys",
-       "transformers <= v4.55 (#39408, F9)"},
-      {PathDefect::kCallerQueryLength, "mutant-hf-caller-query-length",
-       "a query_length that differs from the key length selects decoding-mode cu_seqlens", "#39843, #40399 (F8)"},
-  };
-  return all;
+FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect) {
+  return plan_with_switches(p, with_defect(profile_spec(p).switches, defect), m);
 }
 
-FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect) {
+FlashPlan plan_with_switches(Profile p, const ProfileSwitches& s, const ModelCase& m) {
   FlashPlan plan;
   plan.profile = p;
-  if (p == Profile::kFastchat2023) {
+  if (s.fastchat_monkey_patch) {
     plan_fastchat(plan, m);
     check_bounds(plan);
     return plan;
   }
-  kernel_kwargs(plan, m, defect);
+  kernel_kwargs(plan, m, s);
   const std::int64_t query_length = m.caller_query_length();
-  if (const std::optional<Rows> mask = flash_mask(p, m)) {
+  if (const std::optional<Rows> mask = flash_mask(s, m)) {
     mask_branch(plan, m, *mask, query_length);
     check_bounds(plan);
     return plan;
   }
 
-  // Branch (b): caller-provided kwargs, or cu_seqlens derived from position_ids.
+  // The padding-free branch: caller-provided kwargs, or cu_seqlens derived from position_ids.
   std::optional<VarlenKwargs> kwargs = m.varlen_kwargs;
-  if (!kwargs && m.via_generate && p == Profile::kHf455) kwargs = generate_kwargs_455(m);
+  if (!kwargs && m.via_generate && s.generate_passes_varlen_kwargs) kwargs = generate_kwargs(m);
   bool packed = false;
-  switch (p) {
-    case Profile::kHfMain:
-    case Profile::kHf202508: packed = is_packed_sequence(m) || defect == PathDefect::kAnyPositionIds; break;
-    case Profile::kHf455: packed = true; break;  // any position_ids, and the model always passes its default
-    case Profile::kHf453:
+  switch (s.packed_trigger) {
+    case PackedTrigger::kPackedSequence: packed = is_packed_sequence(m); break;
+    case PackedTrigger::kAnyPositionIds: packed = true; break;  // the model always passes its default arange
+    case PackedTrigger::kBatch1Decreasing:
       packed = m.batch == 1 && (kwargs.has_value() || (m.q_len != 1 && !nondecreasing_rows(m)));
       if (!packed) kwargs.reset();
       break;
-    case Profile::kFastchat2023: break;
+    case PackedTrigger::kNever: break;
   }
   if (kwargs) {
     plan.branch = FlashBranch::kVarlenKwargs;
@@ -400,7 +375,7 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect) {
 
   plan.branch = FlashBranch::kPacked;
   const std::vector<std::int64_t> flat = flat_positions(m);
-  if ((p == Profile::kHf202508 || defect == PathDefect::kCallerQueryLength) && query_length != m.kv_len()) {
+  if (s.query_length_selects_decoding && query_length != m.kv_len()) {
     // #39843's "decoding mode": cu_seqlens from each row's last position.
     const auto pos = m.effective_position_ids();
     std::vector<std::int64_t> last, q_lens, k_lens;
@@ -415,17 +390,17 @@ FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect) {
     check_bounds(plan);
     return plan;
   }
-  const bool min_rule = p == Profile::kHfMain && defect != PathDefect::kStartAtZero;
-  const std::int64_t start = min_rule ? *std::min_element(flat.begin(), flat.end()) : 0;
+  const std::int64_t start = s.sequences_start_at_min ? *std::min_element(flat.begin(), flat.end()) : 0;
   const std::vector<std::int64_t> cu = packed_cu(flat, start);
   if (cu.size() < 2) {
     plan.branch = FlashBranch::kError;
-    // v4.45-4.53 took max = pos.max() + 1 and handed FlashAttention an empty batch, which it rejects.
-    plan.error = p == Profile::kHf453 ? "batch size must be postive" : kEmptyMaxError;
+    // With max_seqlen = max(position_ids) + 1 the call goes ahead and FlashAttention rejects the empty batch;
+    // taking the longest cu_seqlens step, torch's .max() of no steps raises first (#39814).
+    plan.error = s.max_seqlen_from_max_position ? "batch size must be postive" : kEmptyMaxError;
     plan.note = "packed: no position is 0, so cu_seqlens has a single entry";
     return plan;
   }
-  const std::int64_t mx = p == Profile::kHf453 ? *std::max_element(flat.begin(), flat.end()) + 1 : max_diff(cu);
+  const std::int64_t mx = s.max_seqlen_from_max_position ? *std::max_element(flat.begin(), flat.end()) + 1 : max_diff(cu);
   plan.note = fmt::format("packed: sequences start where position == {}", start);
   padding_free(plan, m, cu, cu, mx, mx);
   check_bounds(plan);

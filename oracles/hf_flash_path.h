@@ -1,7 +1,8 @@
-// The HF flash path (research/hf.md §6 B): how transformers' flash-attention integration turns a
-// ModelCase into one kernel call, version by version, and what it makes of the kernel's output. A plan is
-// pure bookkeeping (branch, cu_seqlens, which rows go where); run_flash_path executes it on any Kernel
-// whose contract fits, so the integration property can compare the result with the eager oracle.
+// The HF flash path: how transformers' flash-attention integration (src/transformers/modeling_flash_attention_utils.py
+// and integrations/flash_attention.py) turns a ModelCase into one kernel call, version by version, and what
+// it makes of the kernel's output. A plan is pure bookkeeping (branch, cu_seqlens, which rows go where);
+// run_flash_path executes it on any Kernel whose contract fits, so the integration property can compare the
+// result with the eager oracle. The versions differ only through their row of core/hf_profiles.h.
 #pragma once
 
 #include <cstdint>
@@ -11,23 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/hf_profiles.h"  // Profile, to_string(Profile), parse_profile, all_profiles
 #include "core/model_case.h"
 #include "core/model_tensors.h"
 #include "core/verdict.h"
 #include "kernels/kernel.h"
+#include "oracles/hf_path_defects.h"
 
 namespace flashcheck::hf {
-
-// Versions of the integration, each replaying that version's dispatch:
-//   hf-main        transformers 5.x as of 5.17.0 (v4.56 semantics plus the min() start rule of #47525)
-//   hf-4.55        v4.54.0 - v4.55.0: any position_ids take the varlen path; window (W, W)
-//   hf-4.53        v4.45 - v4.53: varlen only for batch 1 with non-monotonic position_ids; window (W, W)
-//   hf-2025-08     main between #40002/#40163 and #40424: a caller's query_length picks "decoding" cu_seqlens
-//   fastchat-2023  FastChat's Llama-2 flash monkey patch after PR #2263 (GQA, past kv) and #2503
-enum class Profile : std::uint8_t { kHfMain, kHf455, kHf453, kHf202508, kFastchat2023 };
-std::string_view to_string(Profile p);
-std::optional<Profile> parse_profile(std::string_view s);
-const std::vector<Profile>& all_profiles();
 
 enum class FlashBranch : std::uint8_t { kMask, kVarlenKwargs, kPacked, kDense, kError };
 std::string_view to_string(FlashBranch b);
@@ -60,21 +52,9 @@ struct FlashPlan {
   std::string note;           // how the path decided, for reports
 };
 
-// Deliberate integration bugs, each one change to hf-main, for the mutation self-test (docs/MUTANTS.md).
-enum class PathDefect : std::uint8_t {
-  kNone,
-  kAnyPositionIds,     // every position_ids tensor takes the varlen path, not only packed ones (v4.54)
-  kStartAtZero,        // sequences start where position == 0, not at min(position_ids) (before #47525)
-  kWindowWW,           // window (W, W) instead of (W - 1, W - 1): W + 1 keys (#39408)
-  kCallerQueryLength,  // a query_length unequal to the key length means decoding (#39843, #40399)
-};
-struct PathDefectInfo {
-  PathDefect defect;
-  std::string_view name, description, imitates;
-};
-const std::vector<PathDefectInfo>& path_defects();
-
 FlashPlan plan_flash_path(Profile p, const ModelCase& m, PathDefect defect = PathDefect::kNone);
+// The plan under arbitrary switches, labelled `p`: plan_flash_path is this with p's row (and its defect).
+FlashPlan plan_with_switches(Profile p, const ProfileSwitches& s, const ModelCase& m);
 
 struct FlashRun {
   VerdictKind kind = VerdictKind::kPass;  // kPass: ran; kError: raised; kUnsupported: the kernel cannot take the call

@@ -6,7 +6,7 @@
 
 #include "core/compare.h"
 #include "core/geometry.h"
-#include "properties/device_errors.h"
+#include "kernels/device_errors.h"
 #if defined(FLASHCHECK_HAVE_CUDA)
 #include "properties/conformance_device.h"
 #endif

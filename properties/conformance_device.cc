@@ -13,7 +13,7 @@
 #include "core/device/device_memory.h"
 #include "core/device/device_output.h"
 #include "kernels/output_buffer.h"
-#include "properties/device_errors.h"
+#include "kernels/device_errors.h"
 #include "reference/device/attention.h"
 #include "reference/device/compare.h"
 

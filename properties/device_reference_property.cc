@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 
 #include "core/device/device_case.h"
 #include "core/device/device_memory.h"
+#include "core/tolerance.h"
 #include "properties/property.h"
 #include "reference/device/attention.h"
 #include "reference/host/attention.h"
@@ -47,7 +49,8 @@ class DeviceReferenceAgreement : public Property {
 
  private:
   static std::string disagreement(const KernelCase& c, const AttentionResult& host, const AttentionResult& dev) {
-    constexpr double kU32 = 0x1.0p-24, kLambda = 8.0;
+    using tolerance::kNoiseLambda;
+    using tolerance::kUnitRoundoff32;
     const std::int64_t dv = c.v_head_dim;
     for (std::size_t cell = 0; cell < host.empty.size(); ++cell) {
       if (host.empty[cell] != dev.empty[cell])
@@ -62,12 +65,13 @@ class DeviceReferenceAgreement : public Property {
         // The device computes in fp32 and its own sensitivity bounds its rounding: the host's
         // sensitivity times the same lambda the tolerance rule uses, plus one rounding of the value.
         // Below fp32's normal range the device result may flush to zero or a subnormal.
-        const double bound = kLambda * kU32 * host.noise[at] + kU32 * std::fabs(h) + 0x1.0p-126;
+        const double bound = kNoiseLambda * kUnitRoundoff32 * host.noise[at] + kUnitRoundoff32 * std::fabs(h) +
+                              std::numeric_limits<float>::min();
         if (!(std::fabs(h - d) <= bound))
           return fmt::format("element {}: host {:.9g} device {:.9g}, difference {:.3g} > {:.3g}", at, h, d, std::fabs(h - d), bound);
       }
       if (!host.empty[cell]) {
-        const double bound = kLambda * kU32 * host.lse_noise[cell];
+        const double bound = kNoiseLambda * kUnitRoundoff32 * host.lse_noise[cell];
         if (!(std::fabs(host.lse[cell] - dev.lse[cell]) <= bound))
           return fmt::format("LSE of cell {}: host {:.9g} device {:.9g}", cell, host.lse[cell], dev.lse[cell]);
       }

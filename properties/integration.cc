@@ -14,11 +14,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The fp32 noise floor of the conformance rule (core/compare.cc): 8 u sensitivity. In fp32 the eager
-// path can be as exact as the kernel, so "2 x eager's error" alone is no bound.
-constexpr double kNoiseLambda = 8.0;
-constexpr double kUnitRoundoff32 = 0x1.0p-24;
-
 }  // namespace
 
 IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, hf::PathDefect defect) {
@@ -33,7 +28,7 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
   v.property = "integration";
   v.kernel = fmt::format("{}@{}", hf::to_string(profile), k.name());
   auto finish = [&]() -> IntegrationResult {
-    if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && profile == hf::Profile::kHfMain) {
+    if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && hf::profile_spec(profile).documented_divergences) {
       r.known = hf::known_divergence(m);
       if (r.known && defect != hf::PathDefect::kNone) {
         const Verdict intact = check_integration(profile, k, m, t).verdict;
@@ -95,7 +90,9 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
           }
           cmp.base_max = std::max(cmp.base_max, std::fabs(e - x));
           r.eager_flash_max = std::max(r.eager_flash_max, std::fabs(f - e));
-          floor = std::max({floor, 2.0 * rounding_floor(m.dtype, x), kNoiseLambda * kUnitRoundoff32 * exact.noise[at]});
+          // The conformance floor, fp32 noise term included: in fp32 eager can be as exact as the kernel,
+          // so a multiple of eager's error alone is no bound.
+          floor = std::max(floor, tolerance::max_floor(rounding_floor(m.dtype, x), exact.noise[at]));
           if (err > worst) {
             worst = err;
             cmp.worst = {b, h, i, d, f, x, e};

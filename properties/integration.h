@@ -1,10 +1,11 @@
-// The integration property (research/hf.md §6 C): on every comparable query row, the output of
+// The integration property: on every comparable query row, the output of
 // transformers' flash path (a profile, running on a kernel) is as close to the exact masked attention as
 // transformers' eager attention is:
 //
-//   max|flash - exact| <= k * max|eager - exact| + floor,   k = 2, floor = 2 ulp_dtype(|exact| + 0.3)
+//   max|flash - exact| <= k * max|eager - exact| + floor
 //
-// where `exact` is the fp64 attention under eager's own mask. Eager plays the role of the low-precision
+// with k = tolerance::kIntegration and the conformance rule's max floor (core/tolerance.h), where `exact`
+// is the fp64 attention under eager's own mask. Eager plays the role of the low-precision
 // baseline in the conformance rule; docs/TOLERANCE.md gives the calibration. Rows the path never writes,
 // rows it zero-fills and NaN fail outright; padded query rows and rows without keys are not compared.
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "core/model_case.h"
 #include "core/model_tensors.h"
+#include "core/tolerance.h"
 #include "core/verdict.h"
 #include "kernels/kernel.h"
 #include "oracles/hf_divergences.h"
@@ -21,7 +23,7 @@
 
 namespace flashcheck {
 
-inline constexpr double kIntegrationK = 2.0;
+inline constexpr double kIntegrationK = tolerance::kIntegration;
 
 struct IntegrationResult {
   Verdict verdict;                      // property "integration", kernel "<profile>@<kernel>"

@@ -6,10 +6,11 @@
 #include "core/compare.h"
 #include "core/geometry.h"
 #include "properties/conformance.h"
-#include "properties/device_errors.h"
+#include "kernels/device_errors.h"
 #if defined(FLASHCHECK_HAVE_CUDA)
 #include "properties/conformance_device.h"
 #endif
+#include "properties/integration_property.h"
 #include "properties/property.h"
 #include "reference/host/attention.h"
 #include "reference/host/baseline.h"
@@ -428,6 +429,21 @@ class Robustness : public Property {
 
 std::string Property::unsupported_reason(const Kernel&) const { return ""; }
 
+Judgement Property::judge(Kernel& k, const AnyCase& c) const {
+  if (const KernelCase* kc = std::get_if<KernelCase>(&c)) return {check(k, *kc), ""};
+  Verdict v = make_verdict(k, name());
+  v.kind = VerdictKind::kError;
+  v.reason = fmt::format("harness error: {} is a kernel-level property and was given a model case", name());
+  return {v, ""};
+}
+
+Verdict Property::check(Kernel& k, const KernelCase&) const {
+  Verdict v = make_verdict(k, name());
+  v.kind = VerdictKind::kError;
+  v.reason = fmt::format("harness error: {} is a model-level property and was given a kernel case", name());
+  return v;
+}
+
 #if defined(FLASHCHECK_HAVE_CUDA)
 const Property& device_reference_property();  // properties/device_reference_property.cc
 #endif
@@ -455,6 +471,7 @@ const std::vector<const Property*>& all_properties() {
 const Property* find_property(std::string_view name) {
   for (const Property* p : all_properties())
     if (p->name() == name) return p;
+  if (name == "integration") return &integration_on_hf_main();
   return nullptr;
 }
 

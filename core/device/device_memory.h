@@ -11,7 +11,8 @@
 namespace flashcheck::device {
 
 // A CUDA error. `sticky` errors (illegal address, launch failure, ...) leave the context unusable: the
-// process must record its case and exit, never go on shrinking in it (research/anchors.md §1.9).
+// process must record its case and exit, never go on shrinking in it: after a sticky error every later
+// CUDA call fails the same way (CUDA Runtime API, "Error Handling": sticky errors corrupt the context).
 class CudaError : public std::runtime_error {
  public:
   CudaError(const std::string& what, bool sticky) : std::runtime_error(what), sticky_(sticky) {}

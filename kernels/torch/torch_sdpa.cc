@@ -24,7 +24,7 @@
 #include "kernels/torch/torch_tensors.h"
 #if defined(FLASHCHECK_HAVE_CUDA)
 #include "core/device/device_memory.h"
-#include "kernels/cuda/device_kernel.h"
+#include "kernels/device_kernel.h"
 #endif
 
 namespace flashcheck {
@@ -126,6 +126,7 @@ class TorchSdpaAttention : public Kernel {
 
   std::string_view name() const override { return name_; }
   const Contract& contract() const override { return contract_; }
+  std::string_view device() const override { return op_ == Op::kCudaSdpa ? "cuda" : "cpu"; }
   std::string unavailable_reason() const override {
 #if defined(FLASHCHECK_HAVE_CUDA)
     if (op_ == Op::kCudaSdpa && !device::available()) return "no CUDA device on this machine";

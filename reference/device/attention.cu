@@ -10,6 +10,7 @@
 
 #include "core/device/device_memory.h"
 #include "core/geometry.h"
+#include "core/tolerance.h"
 
 namespace flashcheck::device {
 namespace {
@@ -116,7 +117,7 @@ __device__ float warp_max(float x) {
 }
 
 // Writes an empty row by the convention; the uniform one averages V over all keys of the sequence.
-// `noise` (reference only) gets the sensitivity of that mean: sqrt(lk + 1) mean|v| + |mean|.
+// `noise` (reference only) gets the sensitivity of that mean.
 __device__ void write_empty(const Params& p, const Cell& c, int lane, float* out, float* noise, bool rounded) {
   for (int x = lane; x < p.dv; x += 32) {
     float val = 0.0f, spread = 0.0f;
@@ -130,7 +131,7 @@ __device__ void write_empty(const Params& p, const Cell& c, int lane, float* out
         abs_sum += fabsf(v);
       }
       val = sum / static_cast<float>(c.lk);
-      spread = sqrtf(static_cast<float>(c.lk + 1)) * abs_sum / static_cast<float>(c.lk) + fabsf(val);
+      spread = tolerance::uniform_mean_sensitivity(c.lk, abs_sum, val);
     }
     out[c.cell * p.dv + x] = rounded ? round_dt(p.dtype, val) : val;
     if (noise) noise[c.cell * p.dv + x] = spread;
@@ -179,7 +180,7 @@ __device__ float chunk_logit(const Params& p, const Cell& c, int j0, int n, cons
     if (p.softcap > 0.0f) s = round_dt(p.dtype, round_dt(p.dtype, tanhf(round_dt(p.dtype, s / p.softcap))) * p.softcap);
     return s;
   }
-  *abs_dot = dabs * fabsf(p.scale);
+  *abs_dot = tolerance::logit_magnitude(p.scale, dabs);
   float s = dot * p.scale;
   if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
   return s;
@@ -262,21 +263,20 @@ __global__ void reference_kernel(Params p) {
     }
     m = m_new;
   }
-  // Sensitivity as in reference/host/attention.cc, with sum_j P_j |v_j - O| bounded by sum_j P_j |v_j| + |O|
-  // so that one pass suffices.
-  const float ds = sqrtf(static_cast<float>(p.d)) * smax;
-  const float terms = sqrtf(static_cast<float>(c.hi - c.lo + 1));
+  // The sensitivity of core/tolerance.h, the same formula as the fp64 host reference's.
+  const float ds = tolerance::logit_sensitivity(static_cast<float>(p.d), smax);
+  const float terms = tolerance::sum_sensitivity<float>(c.hi - c.lo);
 #pragma unroll
   for (int t = 0; t < kT; ++t)
     if (lane + 32 * t < p.dv) {
       const float o = acc[t] / z, a = spread[t] / z;
       p.res.out[c.cell * p.dv + lane + 32 * t] = o;
-      p.res.noise[c.cell * p.dv + lane + 32 * t] = ds * (a + fabsf(o)) + terms * a + fabsf(o);
+      p.res.noise[c.cell * p.dv + lane + 32 * t] = tolerance::output_sensitivity(ds, terms, a, o);
     }
   if (lane == 0) {
     p.res.empty[c.cell] = 0;
     p.res.lse[c.cell] = m + logf(z);
-    p.res.lse_noise[c.cell] = ds + fabsf(m) + fabsf(logf(z)) + terms;
+    p.res.lse_noise[c.cell] = tolerance::lse_sensitivity(ds, m, logf(z), terms);
   }
 }
 

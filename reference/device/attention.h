@@ -1,7 +1,8 @@
-// The device reference: the same definition as reference/host (research/kernels.md §8), computed on the
-// GPU in fp32, one warp per (query row, head), logits recomputed in a second pass instead of stored. It
-// is simple on purpose and checked against the fp64 host reference (attention_test.cc, label gpu).
-// Also the device twin of the low-precision baseline. Host-callable, no CUDA headers.
+// The device reference: the same definition as reference/host/attention.h, computed on the GPU in fp32
+// with the same sensitivity formula (core/tolerance.h), one warp per (query row, head), logits
+// recomputed in a second pass instead of stored. It is simple on purpose and checked against the fp64
+// host reference (attention_test.cc, label gpu). Also the device twin of the low-precision baseline.
+// Host-callable, no CUDA headers.
 #pragma once
 
 #include <cstdint>

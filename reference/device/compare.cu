@@ -6,14 +6,12 @@
 #include <cstring>
 
 #include "core/device/device_memory.h"
+#include "core/tolerance.h"
 
 namespace flashcheck::device {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr float kU32 = 5.9604644775390625e-08f;  // 2^-24
-// The constants of core/compare.cc.
-constexpr float kNoiseLambda = 8.0f, kNoiseLambdaMean = 2.0f, kMeanFloorFraction = 0.1f;
 
 struct Acc {
   unsigned long long worst;      // (error bits << 32) | element index; errors are >= 0 so bits order as values
@@ -38,11 +36,8 @@ struct Args {
   Acc* acc;
 };
 
-__device__ float spacing(const Args& a, float t) {  // ulp of the dtype at |t| + 0.3
-  int e = 0;
-  frexpf(fabsf(t) + 0.3f, &e);
-  return ldexpf(1.0f, max(e - 1, a.min_normal_exp) - a.mantissa_bits);
-}
+// The rule of core/tolerance.h in float, the precision of the device results.
+__device__ float dtype_spacing(const Args& a, float t) { return tolerance::spacing(t, a.mantissa_bits, a.min_normal_exp); }
 
 __device__ unsigned long long pack(float e, unsigned int idx) {
   unsigned int bits;
@@ -119,14 +114,13 @@ __global__ void compare_kernel(Args a) {
       e = INFINITY;
     }
     const float nz = a.t_noise[at];
-    const float sp = spacing(a, t);
-    // As in core/compare.cc: an overflowed baseline element counts as the truth rounded (half an ulp).
+    const float sp = dtype_spacing(a, t);
     float be = fabsf(p - t);
-    if (!isfinite(be)) be = 0.5f * sp;
-    const float fl = fmaxf(2.0f * sp, kNoiseLambda * kU32 * nz);
+    if (!isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
+    const float fl = tolerance::max_floor(sp, nz);
     if (isfinite(e)) err_sum += e;
     base_sum += be;
-    mfloor += fmaxf(kMeanFloorFraction * sp, kNoiseLambdaMean * kU32 * nz);
+    mfloor += tolerance::mean_floor(sp, nz);
     floor_max = fmaxf(floor_max, fl);
     base_max = fmaxf(base_max, be);
     worst = max(worst, pack(e, static_cast<unsigned int>(at)));
@@ -156,8 +150,9 @@ __global__ void compare_kernel(Args a) {
       if (isnan(e)) e = INFINITY;
       atomicMax(&a.acc->lse_worst, pack(e, static_cast<unsigned int>(cell)));
       const float lbe = fabsf(lb - lt);
-      atomicMax(&a.acc->lse_base_max, bits_of(isfinite(lbe) ? lbe : 0.5f * spacing(a, lt)));
-      atomicMax(&a.acc->lse_floor_max, bits_of(fmaxf(2.0f * spacing(a, lt), kNoiseLambda * kU32 * a.t_lse_noise[cell])));
+      const float lsp = dtype_spacing(a, lt);
+      atomicMax(&a.acc->lse_base_max, bits_of(isfinite(lbe) ? lbe : tolerance::overflowed_baseline_error(lsp)));
+      atomicMax(&a.acc->lse_floor_max, bits_of(tolerance::max_floor(lsp, a.t_lse_noise[cell])));
     }
   }
 }

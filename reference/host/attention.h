@@ -1,6 +1,10 @@
-// Naive attention in float64: the definition of research/kernels.md §8, with every library convention
-// as a switch taken from the case (alignment, window, softcap, scale, paging, cache, leftpad, seqused_k)
-// or passed in (the empty-row convention). No attention math is borrowed from LibTorch.
+// Naive attention in float64: softmax(scale * q.k^T) V over the keys each query may see, as
+// flash-attention's `attention_ref` computes it in its tests (tests/test_flash_attn.py) and with the
+// masking its API documents (flash_attn_interface.py: bottom-right causal alignment, window_size), with
+// every library convention as a switch taken from the case (alignment, window, softcap, scale, paging,
+// cache, leftpad, seqused_k) or passed in (the empty-row convention). The per-row arithmetic is
+// reference/host/exact_row.h, shared with the model-level oracle; no attention math is borrowed from
+// LibTorch. Each value carries its fp32 rounding sensitivity (core/tolerance.h).
 #pragma once
 
 #include <cstdint>

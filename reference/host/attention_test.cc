@@ -1,5 +1,5 @@
-// Tests of the fp64 reference against hand-derived values: the worked examples of research/kernels.md
-// §8.9 and identities that need no second implementation.
+// Tests of the fp64 reference against hand-derived values: which keys each row sees under every mask
+// convention, and identities that need no second implementation.
 #include "reference/host/attention.h"
 
 #include <cmath>

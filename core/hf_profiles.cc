@@ -1,0 +1,105 @@
+#include "core/hf_profiles.h"
+
+#include <array>
+#include <string>
+
+namespace flashcheck::hf {
+namespace {
+
+using enum PackedTrigger;
+
+// Upstream numbers are huggingface/transformers PRs and issues unless marked FastChat (lm-sys/FastChat).
+constexpr std::array<ProfileSpec, 5> kProfiles{{
+    {.profile = Profile::kHfMain,
+     .name = "hf-main",
+     .releases = "transformers main as of 5.17.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525",
+     .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer "
+                "decides), #46914 (a static cache keeps its all-true mask), #47525 (sequences start at the minimum)",
+     .description = "current dispatch: varlen from position_ids only for a packed batch-1 row, sequences starting "
+                    "at min(position_ids)",
+     .switches = {.keep_short_all_true_mask = true,
+                  .packed_trigger = kPackedSequence,
+                  .sequences_start_at_min = true},
+     .documented_divergences = true,
+     .model_coverage_required = true},
+    {.profile = Profile::kHf455,
+     .name = "hf-4.55",
+     .releases = "transformers v4.54.0 - v4.55.0",
+     .sources = "#39474 (any position_ids take varlen; generate passes cu_seqlens), #39341 (max_seqlen from the "
+                "cu_seqlens steps), #39814 (no 0 in position_ids raises), #39408 (window (W, W))",
+     .description = "any position_ids take the varlen path (batch rows past the first go unwritten); generate's own "
+                    "cu_seqlens are short one key per earlier row; window (W, W)",
+     .switches = {.window_size_w_w = true, .generate_passes_varlen_kwargs = true, .packed_trigger = kAnyPositionIds}},
+    {.profile = Profile::kHf453,
+     .name = "hf-4.53",
+     .releases = "transformers v4.45 - v4.53",
+     .sources = "#32487 (varlen only for decreasing position_ids), #33932 (or caller max_length_q), #37332 (batch 1 "
+                "only), #31629 (max_seqlen = max(position_ids) + 1), #39408 (window (W, W))",
+     .description = "varlen only for batch 1 with decreasing position_ids or caller kwargs; max_seqlen from the "
+                    "largest position; window (W, W)",
+     .switches = {.window_size_w_w = true,
+                  .packed_trigger = kBatch1Decreasing,
+                  .max_seqlen_from_max_position = true}},
+    {.profile = Profile::kHf202508,
+     .name = "hf-2025-08",
+     .releases = "transformers main between #40002/#40163 and #40424 (August 2025)",
+     .sources = "#39843 and #40002 (query_length picks decoding-mode cu_seqlens), #40399 (Ulysses sequence "
+                "parallelism broken by it), #40424 (reverted)",
+     .description = "a caller's query_length unequal to the key length turns packed cu_seqlens into decoding-mode "
+                    "ones from the last positions",
+     .switches = {.packed_trigger = kPackedSequence, .query_length_selects_decoding = true}},
+    {.profile = Profile::kFastchat2023,
+     .name = "fastchat-2023",
+     .releases = "FastChat fastchat/train/llama2_flash_attn_monkey_patch.py after FastChat #2263 and #2503 "
+                 "(transformers 4.31 - 4.33)",
+     .sources = "FastChat #2263 (GQA, past kv from the cache), #2503 (bottom-right causal, HF cache layout), "
+                "FastChat #2229 and #2316 (the GQA crash it fixed)",
+     .description = "FastChat's Llama-2 monkey patch: cached columns assumed valid, dense when the new chunk has no "
+                    "padding, no window or softcap",
+     .switches = {.fastchat_monkey_patch = true, .packed_trigger = kNever}},
+}};
+
+constexpr bool rows_in_profile_order() {
+  for (std::size_t i = 0; i < kProfiles.size(); ++i)
+    if (static_cast<std::size_t>(kProfiles[i].profile) != i) return false;
+  return true;
+}
+static_assert(rows_in_profile_order(), "profile_spec indexes the table by Profile");
+static_assert(kProfiles.size() == static_cast<std::size_t>(Profile::kFastchat2023) + 1, "a row per Profile");
+
+}  // namespace
+
+std::span<const ProfileSpec> profile_table() { return kProfiles; }
+
+const ProfileSpec& profile_spec(Profile p) { return kProfiles[static_cast<std::size_t>(p)]; }
+
+std::string_view to_string(Profile p) { return profile_spec(p).name; }
+
+std::optional<Profile> parse_profile(std::string_view name) {
+  for (const ProfileSpec& row : kProfiles)
+    if (row.name == name) return row.profile;
+  return std::nullopt;
+}
+
+const std::vector<Profile>& all_profiles() {
+  static const std::vector<Profile> all = [] {
+    std::vector<Profile> v;
+    for (const ProfileSpec& row : kProfiles) v.push_back(row.profile);
+    return v;
+  }();
+  return all;
+}
+
+std::string_view profile_name_list() {
+  static const std::string list = [] {
+    std::string s;
+    for (std::size_t i = 0; i < kProfiles.size(); ++i) {
+      if (i > 0) s += i + 1 == kProfiles.size() ? " or " : ", ";
+      s += kProfiles[i].name;
+    }
+    return s;
+  }();
+  return list;
+}
+
+}  // namespace flashcheck::hf

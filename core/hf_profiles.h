@@ -1,0 +1,82 @@
+// The HF flash-path profiles as data: one row per transformers release range (or downstream patch) whose
+// flash-attention dispatch the harness replays. The row names the profile, says what it models and why
+// (the upstream PRs and issues that define it), and lists the behavioural switches that
+// oracles/hf_flash_path.cc reads. Core owns the table so that fixtures can validate profile names without
+// depending on the oracles; the oracles own what the switches mean.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace flashcheck::hf {
+
+// Also the index of the profile's row in profile_table().
+enum class Profile : std::uint8_t { kHfMain, kHf455, kHf453, kHf202508, kFastchat2023 };
+
+// What sends a call without a 2D mask into the padding-free varlen branch on the strength of its
+// position_ids (caller-provided cu_seqlens kwargs take that branch regardless, except under kBatch1Decreasing).
+enum class PackedTrigger : std::uint8_t {
+  kPackedSequence,    // _is_packed_sequence (#40002): batch 1 and position_ids not one arange from their minimum
+  kAnyPositionIds,    // #39474: any position_ids, and the model always passes its default arange
+  kBatch1Decreasing,  // #32487 + #37332: batch 1, more than one query, position_ids decrease somewhere; caller
+                      // kwargs count only with batch 1 and are dropped otherwise
+  kNever,             // position_ids never select it
+};
+
+// How one profile's flash path behaves. Every field changes some plan (oracles/hf_path_switches_test.cc).
+struct ProfileSwitches {
+  // The whole call is FastChat's Llama-2 monkey patch instead of transformers' dispatch; the other switches
+  // then do not apply.
+  bool fastchat_monkey_patch = false;
+  // An all-true 2D mask shorter than the cache's kv_length still reaches the path, so K/V are trimmed to it
+  // (#46914); without the switch every all-true mask is dropped and a static cache's unfilled slots are
+  // attended (F13).
+  bool keep_short_all_true_mask = false;
+  // The sliding window is passed as (W, W), admitting W + 1 keys, instead of (W - 1, W - 1) (#39408, fixed
+  // by #40163).
+  bool window_size_w_w = false;
+  // generate() computes cu_seqlens kwargs itself, with cu_k = cumsum(last) + 1 short by one key per earlier
+  // row (#39474, removed by #40161).
+  bool generate_passes_varlen_kwargs = false;
+  PackedTrigger packed_trigger = PackedTrigger::kPackedSequence;
+  // In the packed branch, a caller's query_length unequal to the key length selects "decoding mode"
+  // cu_seqlens from each row's last position (#39843, #40002; removed by #40424; broke Ulysses SP, #40399).
+  bool query_length_selects_decoding = false;
+  // Packed sequences start where position_ids equal their minimum (#47525) rather than where they are 0.
+  bool sequences_start_at_min = false;
+  // The packed branch's max_seqlen is max(position_ids) + 1 (#31629, until #39341) rather than the longest
+  // cu_seqlens step; with no sequence start FlashAttention then rejects the empty batch itself instead of
+  // torch's .max() raising on the empty diff (#39814).
+  bool max_seqlen_from_max_position = false;
+
+  bool operator==(const ProfileSwitches&) const = default;
+};
+
+struct ProfileSpec {
+  Profile profile;
+  std::string_view name;         // the key fixtures and the CLI use: "hf-main"
+  std::string_view releases;     // which code it replays
+  std::string_view sources;      // the upstream PRs and issues that define its behaviour
+  std::string_view description;  // one line: how it differs
+  ProfileSwitches switches;
+  // The integration property recognizes oracles/hf_divergences.h's documented divergences on this profile
+  // (they are written against it) and reports a case matching one as known, not as a finding.
+  bool documented_divergences = false;
+  // A long model fuzz run on this profile must reach every model-case feature (a coverage gap is a failure).
+  bool model_coverage_required = false;
+};
+
+// Rows in Profile order.
+std::span<const ProfileSpec> profile_table();
+const ProfileSpec& profile_spec(Profile p);
+
+std::string_view to_string(Profile p);
+std::optional<Profile> parse_profile(std::string_view name);
+const std::vector<Profile>& all_profiles();
+// "hf-main, hf-4.55, ... or fastchat-2023", for messages about an unknown name.
+std::string_view profile_name_list();
+
+}  // namespace flashcheck::hf

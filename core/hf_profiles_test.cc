@@ -1,0 +1,59 @@
+#include "core/hf_profiles.h"
+
+#include <gtest/gtest.h>
+#include <set>
+#include <string>
+
+namespace flashcheck::hf {
+namespace {
+
+TEST(ProfileTable, EveryProfileHasItsOwnRow) {
+  ASSERT_EQ(profile_table().size(), all_profiles().size());
+  for (std::size_t i = 0; i < all_profiles().size(); ++i) {
+    const Profile p = all_profiles()[i];
+    EXPECT_EQ(static_cast<std::size_t>(p), i);
+    EXPECT_EQ(&profile_spec(p), &profile_table()[i]);
+    EXPECT_EQ(profile_spec(p).profile, p);
+  }
+}
+
+TEST(ProfileTable, NamesAreUniqueAndRoundTrip) {
+  std::set<std::string_view> names;
+  for (Profile p : all_profiles()) {
+    EXPECT_TRUE(names.insert(to_string(p)).second) << to_string(p);
+    EXPECT_EQ(parse_profile(to_string(p)), p);
+  }
+  EXPECT_EQ(parse_profile("hf-4.56"), std::nullopt);
+  EXPECT_EQ(parse_profile(""), std::nullopt);
+  EXPECT_EQ(parse_profile("HF-MAIN"), std::nullopt);
+}
+
+TEST(ProfileTable, EveryRowSaysWhatItModelsAndWhy) {
+  for (const ProfileSpec& row : profile_table()) {
+    EXPECT_FALSE(row.releases.empty()) << row.name;
+    EXPECT_NE(row.sources.find('#'), std::string_view::npos) << row.name << " cites no upstream PR or issue";
+    EXPECT_FALSE(row.description.empty()) << row.name;
+  }
+}
+
+// Two rows with the same switches would be one profile under two names.
+TEST(ProfileTable, NoTwoProfilesBehaveAlike) {
+  for (std::size_t i = 0; i < profile_table().size(); ++i)
+    for (std::size_t j = i + 1; j < profile_table().size(); ++j)
+      EXPECT_FALSE(profile_table()[i].switches == profile_table()[j].switches)
+          << profile_table()[i].name << " and " << profile_table()[j].name;
+}
+
+TEST(ProfileTable, DocumentedDivergencesAndRequiredCoverageAreHfMainOnly) {
+  for (const ProfileSpec& row : profile_table()) {
+    EXPECT_EQ(row.documented_divergences, row.profile == Profile::kHfMain) << row.name;
+    EXPECT_EQ(row.model_coverage_required, row.profile == Profile::kHfMain) << row.name;
+  }
+}
+
+TEST(ProfileTable, NameListForMessages) {
+  EXPECT_EQ(profile_name_list(), "hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023");
+}
+
+}  // namespace
+}  // namespace flashcheck::hf

@@ -1,0 +1,149 @@
+// The tolerance rule, in one place: its multipliers, its floors and the fp32 rounding sensitivity the
+// references attach to every value. The host comparator (core/compare.cc), the device comparator
+// (reference/device/compare.cu), the integration property, the fp64 references (reference/host) and
+// the fp32 device reference (reference/device/attention.cu) all take them from here, so that a change
+// of the rule is a change of one line. docs/TOLERANCE.md explains the rule and its calibration.
+//
+// Included by host C++20 and by CUDA C++17 device code: plain scalars, no library types. Each formula
+// is a template on the floating type because the device evaluates it in float and the host in double;
+// the order of operations is written out and is the same for both.
+#pragma once
+
+#include <math.h>  // the C names (fabs, fabsf, sqrtf, frexpf, ...) that host and device code share
+
+#include "core/portable.h"
+
+namespace flashcheck::tolerance {
+
+// ---- Multipliers of the baseline's error -------------------------------------------------------------
+// flash-attention's tests judge a kernel by its error relative to that of a low-precision reference
+// computed from the same inputs (hopper/test_flash_attn.py: `rtol = 2 if softcap == 0.0 else 3` on the
+// max error; test_flash_attn_kvcache: `mult_mean = 1.5` on the mean error). Softcap adds a tanh whose
+// rounding the baseline and the kernel place differently, hence the looser max multiplier.
+inline constexpr double kMax = 2.0;
+inline constexpr double kMaxSoftcap = 3.0;
+inline constexpr double kMean = 1.5;
+// The LSE is judged in the same form as the output, against the LSE of the same baseline.
+inline constexpr double kLse = 2.0;
+// The integration property (properties/integration.h): transformers' eager attention plays the baseline.
+inline constexpr double kIntegration = 2.0;
+
+FC_HD constexpr double k_max(bool softcap) { return softcap ? kMaxSoftcap : kMax; }
+
+// ---- The dtype floor ---------------------------------------------------------------------------------
+// flash-attention adds `fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max()`: twice the error of
+// one rounding in the dtype near |truth| + 0.3. Over a large tensor that max is the spacing of the
+// dtype at |truth| + 0.3; taking the spacing directly keeps the floor from collapsing to 0 on the few
+// elements of a small case (in bf16, 0.5 + 0.3 - 0.3 rounds back to exactly 0.5).
+inline constexpr double kFloorOffset = 0.3;
+inline constexpr double kFloorSpacings = 2.0;
+// A baseline element that overflowed the dtype (fp16 logits past 65504 give inf, then NaN) is no
+// yardstick; it counts as the best any output in the dtype can do, the truth rounded: half a spacing.
+inline constexpr double kOverflowedBaselineSpacings = 0.5;
+
+// ---- The fp32 noise floor ----------------------------------------------------------------------------
+// The ratio rule presumes a baseline much less accurate than the kernel, which holds in fp16/bf16 and
+// not in fp32, where both make rounding errors of the same size in different orders. Every reference
+// value therefore carries its first-order sensitivity to fp32 rounding in units of u (below), and the
+// floor is at least lambda * u * sensitivity. In the probabilistic model of rounding errors (Higham &
+// Mary, "A new approach to probabilistic rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019)
+// an error exceeds lambda times its sqrt(n) u scale with probability near exp(-lambda^2 / 2): lambda 8
+// makes that about 1e-14 per element. The mean check, an average over many elements, uses lambda 2.
+inline constexpr double kUnitRoundoff32 = 0x1.0p-24;
+inline constexpr double kNoiseLambda = 8.0;
+inline constexpr double kNoiseLambdaMean = 2.0;
+// The dtype part of the mean floor, as a fraction of one spacing: small enough that a bias of a fraction
+// of an ulp still fails, large enough that two exact computations one rounding apart do not.
+inline constexpr double kMeanFloorFraction = 0.1;
+
+namespace math {
+FC_HD inline float abs(float x) { return fabsf(x); }
+FC_HD inline double abs(double x) { return fabs(x); }
+FC_HD inline float sqrt(float x) { return sqrtf(x); }
+FC_HD inline double sqrt(double x) { return ::sqrt(x); }
+FC_HD inline float frexp(float x, int* e) { return frexpf(x, e); }
+FC_HD inline double frexp(double x, int* e) { return ::frexp(x, e); }
+FC_HD inline float ldexp(float x, int e) { return ldexpf(x, e); }
+FC_HD inline double ldexp(double x, int e) { return ::ldexp(x, e); }
+// std::max's choice (the first unless the second is larger), so that a NaN second argument is ignored
+// exactly as the comparators have always ignored it.
+template <class T>
+FC_HD T max(T a, T b) { return a < b ? b : a; }
+}  // namespace math
+
+// The spacing of a dtype (given by its explicit mantissa bits and the exponent of its smallest normal)
+// at |truth| + 0.3.
+template <class T>
+FC_HD T spacing(T truth, int mantissa_bits, int min_normal_exp) {
+  int e = 0;
+  math::frexp(math::abs(truth) + static_cast<T>(kFloorOffset), &e);  // the leading bit has exponent e - 1
+  return math::ldexp(static_cast<T>(1), math::max(e - 1, min_normal_exp) - mantissa_bits);
+}
+
+// The floor of the max check for one element (and of the LSE check for one row): the larger of the
+// dtype floor and the fp32 noise floor.
+template <class T>
+FC_HD T max_floor(T spacing, T noise) {
+  return math::max(static_cast<T>(kFloorSpacings) * spacing,
+                   static_cast<T>(kNoiseLambda) * static_cast<T>(kUnitRoundoff32) * noise);
+}
+
+// One element's share of the mean check's floor (the floor is the mean of these).
+template <class T>
+FC_HD T mean_floor(T spacing, T noise) {
+  return math::max(static_cast<T>(kMeanFloorFraction) * spacing,
+                   static_cast<T>(kNoiseLambdaMean) * static_cast<T>(kUnitRoundoff32) * noise);
+}
+
+// The error an overflowed baseline element counts for.
+template <class T>
+FC_HD T overflowed_baseline_error(T spacing) {
+  return static_cast<T>(kOverflowedBaselineSpacings) * spacing;
+}
+
+// ---- The fp32 rounding sensitivity of attention, in units of u ---------------------------------------
+// First-order, in the probabilistic model above, where an inner product of n terms errs like sqrt(n) u:
+//   logits:  |ds_j| <~ sqrt(d) S_j, S_j = |scale| sum_x |q_x k_jx| (softcap only shrinks it)
+//   softmax: dP_j = P_j (ds_j - sum_i P_i ds_i), so |dO_x| <~ max_j |ds_j| sum_j P_j |v_jx - O_x|,
+//            bounded by max_j |ds_j| (a_x + |O_x|) with a_x = sum_j P_j |v_jx| so that one pass over the
+//            keys suffices (the device reference has no second pass)
+//   P.V:     a sum of n terms, sqrt(n + 1) a_x, plus the final rounding |O_x|
+//   LSE:     max_j |ds_j| + |m| + |log Z| + sqrt(n + 1)
+
+// S_j of one key, from sum_x |q_x k_jx|.
+template <class T>
+FC_HD T logit_magnitude(T scale, T dot_abs) {
+  return dot_abs * math::abs(scale);
+}
+
+// max_j |ds_j| from the head dim and max_j S_j.
+template <class T>
+FC_HD T logit_sensitivity(T head_dim, T max_magnitude) {
+  return math::sqrt(head_dim) * max_magnitude;
+}
+
+// The growth factor of a sum of n terms.
+template <class T>
+FC_HD T sum_sensitivity(long long n) {
+  return math::sqrt(static_cast<T>(n + 1));
+}
+
+// One output element O_x, from the logit sensitivity, the sum factor and a_x = sum_j P_j |v_jx|.
+template <class T>
+FC_HD T output_sensitivity(T logit_sens, T sum_sens, T abs_weighted, T out) {
+  return logit_sens * (abs_weighted + math::abs(out)) + sum_sens * abs_weighted + math::abs(out);
+}
+
+// The LSE m + log Z of a row.
+template <class T>
+FC_HD T lse_sensitivity(T logit_sens, T m, T log_z, T sum_sens) {
+  return logit_sens + math::abs(m) + math::abs(log_z) + sum_sens;
+}
+
+// An empty row under the uniform convention: the mean of n values, from the sum of their magnitudes.
+template <class T>
+FC_HD T uniform_mean_sensitivity(long long n, T abs_sum, T mean) {
+  return sum_sensitivity<T>(n) * abs_sum / static_cast<T>(n) + math::abs(mean);
+}
+
+}  // namespace flashcheck::tolerance

@@ -1,0 +1,22 @@
+// What a worker does after a sticky device error: the CUDA context is unusable, every later call fails
+// the same way, and shrinking in it would walk to a bogus minimum (every candidate fails alike). The
+// worker records the message next to its in-flight case and exits with a code of its own; the parent
+// process turns that into a crash finding for the in-flight case.
+#pragma once
+
+#include <string>
+
+#include "kernels/kernel.h"
+
+namespace flashcheck {
+
+inline constexpr int kStickyDeviceErrorExit = 86;
+
+// Where the message goes before the process exits ("" = stderr only). Set by the fuzz worker.
+void set_device_error_note(const std::string& path);
+const std::string& device_error_note();
+
+// Exits the process (after writing the note) when the kernel reports a sticky device error.
+void exit_on_sticky_error(const Kernel& k);
+
+}  // namespace flashcheck

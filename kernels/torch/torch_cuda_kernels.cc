@@ -1,0 +1,292 @@
+// Adapters for PyTorch's fused CUDA attention kernels, called through their aten ops on device tensors:
+//   flash-fwd-dense / flash-fwd-varlen          aten::_flash_attention_forward (vendored FlashAttention-2)
+//   efficient-fwd-dense / efficient-fwd-varlen  aten::_efficient_attention_forward (CUTLASS memory-efficient)
+//   cudnn-fwd                                   aten::_cudnn_attention_forward
+// The contracts state what each op computes natively; nothing here translates a feature (the SDPA
+// adapters do, see kernels/torch/torch_sdpa.cc).
+#include <algorithm>
+
+#include <ATen/ops/_cudnn_attention_forward.h>
+#include <ATen/ops/_efficient_attention_forward.h>
+#include <ATen/ops/_flash_attention_forward.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/repeat_interleave.h>
+#include <fmt/format.h>
+
+#include "core/geometry.h"
+#include "kernels/torch/cuda_kernels.h"
+#include "kernels/device_kernel.h"
+#include "kernels/torch/torch_device_tensors.h"
+#include "kernels/flash_args.h"
+#include "kernels/torch/torch_sdpa.h"
+
+namespace flashcheck {
+namespace {
+
+using torch_cuda::packed_kv;
+using torch_cuda::packed_q;
+using torch_cuda::write_lse;
+using torch_cuda::write_out;
+
+// Every sequence has the same q_len and the same number of keys: what a dense (B, S, H, d) call needs.
+bool uniform_batch(const KernelCase& c) {
+  for (const Sequence& s : c.seqs)
+    if (s.q_len != c.seqs[0].q_len || s.k_len != c.seqs[0].k_len) return false;
+  return true;
+}
+
+bool some_sequence_has_more_queries_than_keys(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  for (const SeqGeometry& s : g.seqs)
+    if (s.lq > s.lk) return true;
+  return false;
+}
+
+// Known defects, kept out of the contracts so that campaigns look for new ones; each has a fixture that
+// runs the kernel on it anyway and expects the failure (docs/RESULTS.md).
+constexpr const char* kFlashWindowDefect =
+    "known defect: windows with a right bound other than 0 when q_len > k_len (FA2's window normalization "
+    "assumes k_len >= q_len; fixtures/found/flash-window-more-queries-than-keys.json)";
+constexpr const char* kFlashNoQueriesDefect =
+    "known defect: a batch without any query row fails with 'invalid argument' "
+    "(fixtures/found/flash-varlen-no-queries.json)";
+constexpr const char* kFlashDecodeGroupsDefect =
+    "known defect: GQA with max_seqlen_q == 1 and a sequence without queries fails in the decode fast path's "
+    "reshape (fixtures/found/flash-varlen-gqa-decode-empty-sequence.json)";
+constexpr const char* kEfficientBottomRightDefect =
+    "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
+    "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
+constexpr const char* kEfficientWindowBlockDefect =
+    "known defect: a causal window that starts past the last key, with v_head_dim > 128, leaves rows unwritten "
+    "(fixtures/found/efficient-window-block-without-keys.json)";
+
+// The CUTLASS kernels for value dims above 128 write the output only inside the key loop; a query block
+// whose window starts past the last key never enters it. Excluded wherever some row's window starts past
+// the keys (top-left causal, left window, q_len - 1 - left >= keys), a superset of the blocks that fail.
+bool efficient_window_block_without_keys(const KernelCase& c) {
+  if (!c.causal || c.alignment != Alignment::kTopLeft || c.v_head_dim <= 128) return false;
+  const MaskRule m = mask_rule(c);
+  if (m.left < 0) return false;
+  for (const Sequence& s : c.seqs) {
+    const std::int64_t keys = s.seqused_k ? *s.seqused_k : s.k_len;
+    if (s.q_len - 1 - m.left >= keys) return true;
+  }
+  return false;
+}
+
+Contract flash_contract(bool varlen) {
+  Contract k;
+  k.summary = varlen ? "aten::_flash_attention_forward, varlen mode (cum_seq_q/k, seqused_k), vendored FlashAttention-2"
+                     : "aten::_flash_attention_forward, dense (B, S, H, d) mode, vendored FlashAttention-2";
+  k.bottom_right = k.window = k.gqa = Support::kNative;
+  k.varlen = k.seqused_k = k.zero_length = varlen ? Support::kNative : Support::kNo;
+  k.dtypes = {DType::kF16, DType::kBF16};
+  k.max_head_dim = 256;
+  k.head_dim_multiple = 8;
+  k.kv_strides = {KvStrides::kContiguous, KvStrides::kGapped, KvStrides::kExpanded};
+  k.returns_lse = true;
+  k.notes = {"causal is bottom-right per sequence; window (left, right) with -1 unbounded",
+             "no softcap, leftpad, paged KV or KV-cache append in this op (torch 2.11)"};
+  return k;
+}
+
+class FlashForward : public DeviceKernel {
+ public:
+  explicit FlashForward(bool varlen) : varlen_(varlen), contract_(flash_contract(varlen)) {}
+  std::string_view name() const override { return varlen_ ? "flash-fwd-varlen" : "flash-fwd-dense"; }
+  const Contract& contract() const override { return contract_; }
+  ContractCheck check(const KernelCase& c) const override {
+    ContractCheck r = DeviceKernel::check(c);
+    if (!r.supported) return r;
+    if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    if (mask_rule(c).right != 0 && c.window != Window{} && some_sequence_has_more_queries_than_keys(c))
+      return {false, kFlashWindowDefect, {}};
+    const CaseGeometry g = geometry(c);
+    if (g.total_q == 0) return {false, kFlashNoQueriesDefect, {}};
+    if (varlen_ && c.heads > c.kv_heads && g.total_q < static_cast<std::int64_t>(c.seqs.size()) &&
+        std::all_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q_len <= 1; }))
+      return {false, kFlashDecodeGroupsDefect, {}};
+    return r;
+  }
+  void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
+    const KernelCase& c = dc.kcase();
+    const CaseGeometry& g = dc.geometry();
+    const FlashArgs a = flash_args(c);
+    const at::Tensor q = packed_q(dc), k = packed_kv(dc, false), v = packed_kv(dc, true);
+    std::optional<std::int64_t> wl, wr;
+    if (a.window_left >= 0) wl = a.window_left;
+    if (a.window_right >= 0) wr = a.window_right;
+    if (varlen_) {
+      const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
+      std::optional<at::Tensor> used;
+      if (!a.seqused_k.empty()) used = torch_cuda::int32_device(a.seqused_k);
+      torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
+      auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(q, k, v, cq, ck, a.max_seqlen_q, a.max_seqlen_k, 0.0,
+                                                                      c.causal, false, c.softmax_scale(), wl, wr, used, std::nullopt);
+      write_out(o, out);
+      // Unpadded LSE (H, total_q) in this version; older builds padded it to (B, H, max_q).
+      if (lse.dim() == 2) write_lse(lse.t(), out);
+      return;
+    }
+    const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
+    const at::Tensor qd = q.view({B, Lq, c.heads, c.head_dim});
+    const at::Tensor kd = k.reshape({B, Lk, k.size(1), c.head_dim}), vd = v.reshape({B, Lk, v.size(1), c.v_head_dim});
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
+    auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(qd, kd, vd, std::nullopt, std::nullopt, Lq, Lk, 0.0, c.causal,
+                                                                    false, c.softmax_scale(), wl, wr, std::nullopt, std::nullopt);
+    write_out(o.reshape({g.total_q, c.heads, c.v_head_dim}), out);
+    write_lse(lse.permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
+  }
+
+ private:
+  bool varlen_;
+  Contract contract_;
+};
+
+Contract efficient_contract(bool varlen) {
+  Contract k;
+  k.summary = varlen ? "aten::_efficient_attention_forward with cu_seqlens (batch 1, packed tokens), CUTLASS kernel"
+                     : "aten::_efficient_attention_forward, dense (B, S, H, d) with seqlen_k, CUTLASS kernel";
+  k.bottom_right = k.top_left = Support::kNative;  // custom_mask_type 2 and 1
+  k.window = Support::kNative;                     // causal left windows only (check below)
+  k.gqa = Support::kTranslated;
+  k.varlen = varlen ? Support::kNative : Support::kNo;
+  // seqlen_k is read only together with cu_seqlens_k: a dense call silently ignores it
+  // (fixtures/found/efficient-dense-seqlen-k-ignored.json).
+  k.seqused_k = varlen ? Support::kNative : Support::kNo;
+  k.dv_differs = Support::kNative;
+  k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
+  k.max_head_dim = 256;
+  k.head_dim_multiple = 8;
+  k.returns_lse = true;
+  if (!varlen)
+    k.coverage_exempt = {{"empty-rows", "bottom-right q_len > k_len is a known defect; what remains (top-left windows "
+                                        "with q_len > k_len + left in a uniform batch) is rare"}};
+  k.notes = {"GQA: KV heads repeated by the adapter (the op takes equal head counts)",
+             "window_size counts keys including the diagonal: FA window (W - 1, 0) with causal",
+             "LSE is padded to a multiple of 32 query rows; the adapter keeps the valid rows"};
+  return k;
+}
+
+// The varlen LSE of the memory-efficient kernel, as (total_q, H): either per sequence, (B, H, padded
+// max_q), or packed, (1, H, padded total_q).
+at::Tensor varlen_lse(const at::Tensor& lse, const KernelCase& c, const CaseGeometry& g) {
+  if (lse.size(0) == 1 && lse.size(2) >= g.total_q) return lse[0].narrow(1, 0, g.total_q).t();
+  std::vector<at::Tensor> rows;
+  for (std::size_t b = 0; b < g.seqs.size(); ++b)
+    if (g.seqs[b].lq > 0) rows.push_back(lse[static_cast<std::int64_t>(b)].narrow(1, 0, g.seqs[b].lq).t());
+  return rows.empty() ? lse.new_empty({0, c.heads}) : at::cat(rows, 0);
+}
+
+class EfficientForward : public DeviceKernel {
+ public:
+  explicit EfficientForward(bool varlen) : varlen_(varlen), contract_(efficient_contract(varlen)) {}
+  std::string_view name() const override { return varlen_ ? "efficient-fwd-varlen" : "efficient-fwd-dense"; }
+  const Contract& contract() const override { return contract_; }
+  ContractCheck check(const KernelCase& c) const override {
+    ContractCheck r = DeviceKernel::check(c);
+    if (!r.supported) return r;
+    const MaskRule m = mask_rule(c);
+    if (c.window != Window{} && !(c.causal && m.right == 0))
+      return {false, "does not support windows other than causal left windows (window_size = left + 1)", {}};
+    if (!varlen_ && !uniform_batch(c)) return {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    if (c.causal && c.alignment == Alignment::kBottomRight && some_sequence_has_more_queries_than_keys(c))
+      return {false, kEfficientBottomRightDefect, {}};
+    if (efficient_window_block_without_keys(c)) return {false, kEfficientWindowBlockDefect, {}};
+    return r;
+  }
+  void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
+    const KernelCase& c = dc.kcase();
+    const CaseGeometry& g = dc.geometry();
+    const FlashArgs a = flash_args(c);
+    at::Tensor q = packed_q(dc), k = packed_kv(dc, false), v = packed_kv(dc, true);
+    if (k.size(1) != c.heads) {
+      k = k.repeat_interleave(c.heads / k.size(1), 1);
+      v = v.repeat_interleave(c.heads / v.size(1), 1);
+    }
+    const std::int64_t mask_type = !c.causal ? 0 : c.alignment == Alignment::kTopLeft ? 1 : 2;
+    std::optional<std::int64_t> window;
+    if (c.causal && a.window_left >= 0) window = a.window_left + 1;
+    if (varlen_) {
+      const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
+      std::optional<at::Tensor> seqlen_k;  // used keys of each allocation (xformers' padded-keys mask)
+      if (!a.seqused_k.empty()) seqlen_k = torch_cuda::int32_device(a.seqused_k);
+      torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
+      auto [o, lse, seed, offset, mq, mk] =
+          at::_efficient_attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), std::nullopt, cq, ck,
+                                           a.max_seqlen_q, a.max_seqlen_k, 0.0, mask_type, true, c.softmax_scale(),
+                                           seqlen_k, window);
+      write_out(o.squeeze(0), out);
+      write_lse(varlen_lse(lse, c, g), out);
+      return;
+    }
+    const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
+    std::optional<at::Tensor> seqlen_k;
+    if (!a.seqused_k.empty()) seqlen_k = torch_cuda::int32_device(a.seqused_k);
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
+    auto [o, lse, seed, offset, mq, mk] = at::_efficient_attention_forward(
+        q.view({B, Lq, c.heads, c.head_dim}), k.reshape({B, Lk, c.heads, c.head_dim}),
+        v.reshape({B, Lk, c.heads, c.v_head_dim}), std::nullopt, std::nullopt, std::nullopt, Lq, Lk, 0.0, mask_type, true,
+        c.softmax_scale(), seqlen_k, window);
+    write_out(o.reshape({g.total_q, c.heads, c.v_head_dim}), out);
+    write_lse(lse.narrow(2, 0, Lq).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
+  }
+
+ private:
+  bool varlen_;
+  Contract contract_;
+};
+
+class CudnnForward : public DeviceKernel {
+ public:
+  CudnnForward() {
+    Contract& k = contract_;
+    k.summary = "aten::_cudnn_attention_forward (cuDNN SDPA), dense (B, H, S, d)";
+    k.top_left = Support::kNative;
+    k.gqa = Support::kNative;
+    k.dtypes = {DType::kF16, DType::kBF16};
+    k.max_head_dim = 128;
+    k.head_dim_multiple = 8;
+    k.returns_lse = true;
+    k.notes = {"causal is top-left (cuDNN's classic causal mask)"};
+  }
+  std::string_view name() const override { return "cudnn-fwd"; }
+  const Contract& contract() const override { return contract_; }
+  ContractCheck check(const KernelCase& c) const override {
+    ContractCheck r = DeviceKernel::check(c);
+    if (r.supported && !uniform_batch(c)) r = {false, "dense mode needs one q_len and one k_len for the batch", {}};
+    return r;
+  }
+  void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
+    const KernelCase& c = dc.kcase();
+    const CaseGeometry& g = dc.geometry();
+    const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
+    const at::Tensor q = packed_q(dc).view({B, Lq, c.heads, c.head_dim}).transpose(1, 2);
+    const at::Tensor k = packed_kv(dc, false).reshape({B, Lk, c.kv_heads, c.head_dim}).transpose(1, 2);
+    const at::Tensor v = packed_kv(dc, true).reshape({B, Lk, c.kv_heads, c.v_head_dim}).transpose(1, 2);
+    torch_cuda::recycle_nan_block(c, g.total_q * c.heads * c.v_head_dim);
+    auto result = at::_cudnn_attention_forward(q, k, v, std::nullopt, std::nullopt, std::nullopt, Lq, Lk, true, 0.0,
+                                               c.causal, false, c.softmax_scale());
+    const at::Tensor& o = std::get<0>(result);  // (B, H, Lq, dv)
+    write_out(o.transpose(1, 2).reshape({g.total_q, c.heads, c.v_head_dim}), out);
+    const at::Tensor& lse = std::get<1>(result);  // (B, H, Lq[, 1])
+    write_lse(lse.reshape({B, c.heads, Lq}).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
+  }
+
+ private:
+  Contract contract_;
+};
+
+}  // namespace
+
+void register_cuda_kernels(Registry& r) {
+  r.add(std::make_unique<FlashForward>(false));
+  r.add(std::make_unique<FlashForward>(true));
+  r.add(std::make_unique<EfficientForward>(false));
+  r.add(std::make_unique<EfficientForward>(true));
+  r.add(std::make_unique<CudnnForward>());
+  for (SdpaBackend b : {SdpaBackend::kFlash, SdpaBackend::kEfficient, SdpaBackend::kCudnn, SdpaBackend::kMath})
+    r.add(make_sdpa_cuda_kernel(b));
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,24 @@
+// What a property needs from its cases beyond the kernel's contract, and whether a kernel can meet it.
+// The generators (search/generators.h) honour the requirements; the properties declare them.
+#pragma once
+
+#include <string>
+
+#include "kernels/contract.h"
+
+namespace flashcheck {
+
+struct CaseRequirements {
+  bool gqa = false;         // heads > kv_heads
+  bool batch2 = false;      // at least two sequences
+  bool chunkable = false;   // kv cache prefill (new_len == q_len >= 2), causal, bottom-right
+  bool packed_kv = false;   // K/V in packed storage (the property pages them itself)
+  bool no_cache = false;    // no appended tokens
+  bool seqused = false;     // the kernel must support seqused_k (the property adds it)
+  bool leftpad = false;     // the kernel must support leftpad_k (the property adds it)
+};
+
+// Why the kernel can never meet the requirements (the property is then unsupported for it), or "".
+std::string requirements_unmet(const Contract& k, const CaseRequirements& req);
+
+}  // namespace flashcheck

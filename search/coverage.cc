@@ -1,0 +1,145 @@
+#include "search/coverage.h"
+
+#include <algorithm>
+
+#include "core/geometry.h"
+
+namespace flashcheck {
+namespace {
+
+bool on(Support s) { return s != Support::kNo; }
+
+}  // namespace
+
+std::vector<std::string> classify(const KernelCase& c) {
+  std::vector<std::string> f;
+  f.push_back(std::string("dtype-") + std::string(to_string(c.dtype)));
+  if (c.heads != c.kv_heads) f.push_back(c.kv_heads == 1 ? "mqa" : "gqa");
+  if (c.causal) f.push_back(c.alignment == Alignment::kBottomRight ? "causal-bottom-right" : "causal-top-left");
+  if (c.window != Window{}) f.push_back("window");
+  if (c.softcap > 0) f.push_back("softcap");
+  if (c.kv_storage == KvStorage::kPaged) {
+    f.push_back("paged");
+    if (c.paging.page_size == 1) f.push_back("page-size-1");
+  }
+  if (c.kv_cache) f.push_back("kv-cache");
+  if (c.v_head_dim != c.head_dim) f.push_back("dv!=d");
+  if (c.head_dim % 8 != 0) f.push_back("head-dim-not-multiple-of-8");
+  if (c.kv_strides != KvStrides::kContiguous) f.push_back(std::string("kv-") + std::string(to_string(c.kv_strides)));
+  if (c.seqs.size() > 1) f.push_back("batch>1");
+  const CaseGeometry g = geometry(c);
+  bool q_gt_k = false, zero = false, decode = false, seqused = false, leftpad = false;
+  bool t63 = false, t64 = false, t65 = false, mod32 = false;
+  for (std::size_t b = 0; b < c.seqs.size(); ++b) {
+    const SeqGeometry& s = g.seqs[b];
+    q_gt_k = q_gt_k || s.lq > s.lk;
+    zero = zero || s.lq == 0 || s.lk == 0;
+    decode = decode || s.lq == 1;
+    seqused = seqused || c.seqs[b].seqused_k.has_value();
+    leftpad = leftpad || s.p0 > 0;
+    for (std::int64_t len : {s.lq, s.lk}) {
+      if (len <= 0) continue;
+      t63 = t63 || len % 64 == 63;
+      t64 = t64 || len % 64 == 0;
+      t65 = t65 || len % 64 == 1;
+      mod32 = mod32 || (len % 32 == 1 && len > 1);
+    }
+  }
+  if (q_gt_k) f.push_back("q>k");
+  if (zero) f.push_back("zero-length");
+  if (has_empty_rows(c)) f.push_back("empty-rows");
+  if (decode) f.push_back("decode");
+  if (seqused) f.push_back("seqused-k");
+  if (leftpad) f.push_back("leftpad");
+  if (t63) f.push_back("tile64-1");
+  if (t64) f.push_back("tile64+0");
+  if (t65) f.push_back("tile64+1");
+  if (mod32) f.push_back("len=1mod32");
+  if (c.data.v_onehot) f.push_back("onehot-v");
+  return f;
+}
+
+std::vector<std::string> required_coverage(const Contract& k, const CaseRequirements& req) {
+  std::vector<std::string> r;
+  for (DType t : k.dtypes) r.push_back(std::string("dtype-") + std::string(to_string(t)));
+  if (on(k.gqa)) r.insert(r.end(), {"gqa", "mqa"});
+  if (on(k.bottom_right)) r.push_back("causal-bottom-right");
+  if (on(k.top_left) && !req.chunkable) r.push_back("causal-top-left");
+  if (on(k.window)) r.push_back("window");
+  if (on(k.softcap)) r.push_back("softcap");
+  if (on(k.paged) && !req.packed_kv) r.insert(r.end(), {"paged", "page-size-1"});
+  if (on(k.kv_cache) && !req.no_cache) r.push_back("kv-cache");
+  if (on(k.dv_differs)) r.push_back("dv!=d");
+  if (k.head_dim_multiple == 1) r.push_back("head-dim-not-multiple-of-8");
+  if (on(k.varlen) || req.batch2) r.push_back("batch>1");
+  if (!req.chunkable) r.push_back("q>k");
+  if (on(k.zero_length) && !req.chunkable) r.push_back("zero-length");
+  // A row sees no key only through bottom-right causal with q_len > k_len, a window, or an empty key
+  // sequence; a top-left-only kernel (SDPA's flash backend, cuDNN) never has one.
+  if (!req.chunkable && (on(k.bottom_right) || on(k.window) || on(k.zero_length))) r.push_back("empty-rows");
+  if (!req.chunkable) r.push_back("decode");  // chunked prefill needs at least two new tokens
+  if (on(k.seqused_k) && !req.chunkable) r.push_back("seqused-k");
+  if (on(k.leftpad)) r.push_back("leftpad");
+  r.insert(r.end(), {"tile64-1", "tile64+0", "tile64+1", "len=1mod32"});
+  for (KvStrides s : k.kv_strides)
+    if (s != KvStrides::kContiguous) r.push_back(std::string("kv-") + std::string(to_string(s)));
+  for (const auto& [feature, why] : k.coverage_exempt) r.erase(std::remove(r.begin(), r.end(), feature), r.end());
+  return r;
+}
+
+std::vector<std::string> classify(const ModelCase& m) {
+  std::vector<std::string> f;
+  f.push_back(std::string("dtype-") + std::string(to_string(m.dtype)));
+  if (m.batch > 1) f.push_back("batch>1");
+  if (m.q_len == 1) f.push_back("decode");
+  if (m.past > 0) f.push_back("past");
+  else if (m.use_cache) f.push_back("cache-object");
+  if (m.heads != m.kv_heads) f.push_back(m.kv_heads == 1 ? "mqa" : "gqa");
+  if (!m.causal) f.push_back("bidirectional");
+  if (m.attention_mask) {
+    const std::string s = summary(m);
+    const auto at = s.find("mask[");
+    f.push_back("mask-" + s.substr(at + 5, s.find(']', at) - at - 5));
+  }
+  if (m.position_ids) f.push_back("position-ids");
+  if (m.position_ids_3d) f.push_back("position-ids-3d");
+  if (m.sliding_window) f.push_back("window");
+  if (m.softcap) f.push_back("softcap");
+  if (m.query_length && *m.query_length != m.q_len) f.push_back("query-length-differs");
+  if (m.static_cache_len) f.push_back("static-cache");
+  if (m.varlen_kwargs) f.push_back("varlen-kwargs");
+  if (m.via_generate) f.push_back("generate");
+  return f;
+}
+
+
+std::vector<std::string> classify(const AnyCase& c) {
+  return std::visit([](const auto& x) { return classify(x); }, c);
+}
+
+const std::vector<std::string>& required_model_coverage() {
+  static const std::vector<std::string> r{"dtype-bf16", "dtype-fp16", "dtype-fp32", "batch>1", "decode", "past",
+                                          "gqa", "mqa", "mask-left", "mask-holes", "position-ids", "window",
+                                          "softcap"};
+  return r;
+}
+
+std::vector<std::string> required_coverage(const Property& p, const Kernel& k, std::int64_t cases) {
+  if (p.level() == CaseLevel::kKernel) return required_coverage(k.contract(), p.requirements());
+  if (p.demands_model_coverage() && cases >= kModelCoverageMinCases) return required_model_coverage();
+  return {};
+}
+
+void Coverage::add(const AnyCase& c) {
+  for (const std::string& f : classify(c)) ++counts[f];
+}
+
+std::vector<std::string> Coverage::missing(const std::vector<std::string>& required) const {
+  std::vector<std::string> m;
+  for (const std::string& f : required)
+    if (!counts.count(f) && !refused.count(f)) m.push_back(f);
+  return m;
+}
+
+
+}  // namespace flashcheck

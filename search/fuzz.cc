@@ -1,0 +1,268 @@
+#include "search/fuzz.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <rapidcheck.h>
+#include <set>
+#include <stdexcept>
+
+#include "core/files.h"
+#include "search/case_gen.h"
+#include "search/coverage.h"
+#include "search/found_cases.h"
+#include "search/worker.h"
+
+namespace flashcheck {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The seed of chunk `chunk` of a run (splitmix64 of the run's seed).
+std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(chunk + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// RapidCheck prints nothing: the driver reports.
+class QuietListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+// How an isolated worker follows the driver running inside it.
+struct Hooks {
+  int first_chunk = 0;
+  std::function<void(int chunk)> on_chunk;
+  std::function<void()> on_case_start, on_case_end;
+};
+
+// Everything the property lambda updates while RapidCheck drives it.
+struct RunState {
+  Kernel& k;
+  const Property& p;
+  const FuzzOptions& o;
+  const Hooks& hooks;
+  Clock::time_point start = Clock::now();
+  Clock::time_point last_progress = Clock::now();
+  FuzzReport report;
+  Coverage coverage;
+  std::set<std::string> generated;  // model level: features of every generated case, the refused ones too
+  bool time_up = false;
+  // Shrinking of the current failure.
+  bool failing = false;
+  Clock::time_point fail_start;
+  int attempts = 0, steps = 0;
+  bool exhausted = false;
+  Finding current;
+  std::string inflight;
+
+  bool budget_left() {
+    if (o.seconds > 0 && since(start) >= o.seconds) time_up = true;
+    return !time_up && (o.cases == 0 || report.cases < o.cases);
+  }
+
+  // One generated (or shrunk) case: judged, counted, and reported to RapidCheck as pass, discard or failure.
+  void on_case(const AnyCase& c) {
+    if (!failing) {
+      if (!budget_left()) return;  // over budget: let RapidCheck finish its count without work
+    } else if (++attempts > o.shrink.attempts || since(fail_start) > o.shrink.seconds) {
+      exhausted = true;
+      return;  // stop the greedy descent: every further candidate "passes"
+    }
+    if (!inflight.empty()) write_inflight(inflight, c);
+    if (hooks.on_case_start) hooks.on_case_start();
+    const Judgement j = p.judge(k, c);
+    if (hooks.on_case_end) hooks.on_case_end();
+    const Verdict& v = j.verdict;
+    if (!failing && p.level() == CaseLevel::kModel)
+      for (const std::string& f : classify(c)) generated.insert(f);
+    if (v.kind == VerdictKind::kUnsupported) {
+      if (!failing) {
+        ++report.unsupported;
+        ++report.unsupported_reasons[v.reason];
+      }
+      RC_DISCARD(v.reason);
+    }
+    if (!failing) {
+      ++report.cases;
+      coverage.add(c);
+      if (o.on_progress && since(last_progress) > 0.5) {
+        last_progress = Clock::now();
+        o.on_progress(report.cases, static_cast<std::int64_t>(report.findings.size()), since(start));
+      }
+    }
+    const bool known = !j.known_divergence.empty();
+    if (v.kind == VerdictKind::kPass || known) {
+      if (!failing && known) ++report.known_divergences[j.known_divergence];
+      if (!failing && v.kind == VerdictKind::kPass && v.cmp) {
+        if (std::isfinite(v.cmp->ratio())) report.worst_ratio = std::max(report.worst_ratio, v.cmp->ratio());
+        if (std::isfinite(v.cmp->bound_use())) report.worst_bound_use = std::max(report.worst_bound_use, v.cmp->bound_use());
+      }
+      return;  // a known divergence met while shrinking is another bug, not a smaller case of this one
+    }
+    if (!failing) {
+      failing = true;
+      fail_start = Clock::now();
+      current = Finding{};
+      current.case_index = report.cases;
+    } else {
+      ++steps;
+    }
+    set_finding_case(current, c);
+    current.verdict = v;
+    RC_FAIL(v.reason);
+  }
+};
+
+FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks& hooks) {
+  RunState st{k, p, o, hooks};
+  FuzzReport& report = st.report;
+  report.kernel = std::string(k.name());
+  report.property = p.label();
+  report.seed = o.seed;
+  report.not_applicable = p.unsupported_reason(k);
+  if (report.not_applicable.empty()) report.not_applicable = requirements_unmet(k.contract(), p.requirements());
+  if (!report.not_applicable.empty()) return report;
+  if (!o.out_dir.empty()) {
+    fs::create_directories(o.out_dir);
+    st.inflight = inflight_path(o.out_dir, k, p);
+  }
+  const rc::Gen<AnyCase> gen = case_gen(p, k, o.limits, o.model_limits);
+  const std::string id = fmt::format("flashcheck/{}/{}", k.name(), p.label());
+  const auto property = rc::detail::toProperty([&st, &gen]() { st.on_case(*gen); });
+
+  QuietListener listener;
+  std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
+  if (!o.reproduce.empty())
+    for (const auto& [key, r] : rc::detail::configFromString(o.reproduce).reproduce) reproduce_map[id] = r;  // one property
+  for (int chunk = hooks.first_chunk; st.budget_left(); ++chunk) {
+    if (hooks.on_chunk) hooks.on_chunk(chunk);
+    rc::detail::TestParams params;
+    params.seed = chunk_seed(o.seed, chunk);
+    params.maxSize = o.max_size;
+    params.maxDiscardRatio = 20;
+    const std::int64_t left = o.cases == 0 ? 500 : o.cases - report.cases;
+    params.maxSuccess = static_cast<int>(std::min<std::int64_t>(left, 500));
+    rc::detail::TestMetadata meta;
+    meta.id = id;
+    meta.description = id;
+    st.failing = st.exhausted = false;
+    st.attempts = st.steps = 0;
+    const rc::detail::TestResult result = rc::detail::checkProperty(property, meta, params, listener, reproduce_map);
+    rc::detail::FailureResult failure;
+    if (result.match(failure) && st.failing) {
+      Finding f = st.current;
+      f.shrink_steps = st.steps;
+      f.shrink_attempts = st.attempts;
+      f.shrink_budget_exhausted = st.exhausted;
+      rc::detail::Configuration cfg;
+      cfg.reproduce[id] = failure.reproduce;
+      f.reproduce = rc::detail::configToMinimalString(cfg);
+      ++report.failures;
+      add_finding(report, std::move(f), [&](const Finding& x) { return save_finding(o.out_dir, k, p, o.seed, x); });
+      if (o.stop_at_first_failure) break;
+    }
+    rc::detail::GaveUpResult gave_up;
+    if (result.match(gave_up)) break;  // the generator cannot produce enough judgeable cases
+    if (!o.reproduce.empty()) break;   // a reproduction runs once
+  }
+  report.seconds = since(st.start);
+  report.coverage = st.coverage.counts;
+  if (report.unsupported > 0) {
+    st.coverage.refused = st.generated;
+    report.coverage_refused.assign(st.generated.begin(), st.generated.end());
+  }
+  report.coverage_missing = st.coverage.missing(required_coverage(p, k, report.cases));
+  if (!st.inflight.empty()) remove_file(st.inflight);
+  return report;
+}
+
+}  // namespace
+
+FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) { return drive(k, p, o, Hooks{}); }
+
+FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o, double case_timeout_seconds) {
+  FuzzReport total;
+  total.kernel = std::string(k.name());
+  total.property = p.label();
+  total.seed = o.seed;
+  const std::string dir = o.out_dir.empty() ? (fs::temp_directory_path() / fmt::format("flashcheck-{}", ::getpid())).string()
+                                            : o.out_dir;
+  fs::create_directories(dir);
+  const auto start = Clock::now();
+  int next_chunk = 0;
+  for (;;) {
+    const std::int64_t done_cases = total.cases;
+    FuzzOptions child = o;
+    child.out_dir = dir;
+    if (o.cases > 0) child.cases = o.cases - done_cases;
+    if (o.seconds > 0) child.seconds = std::max(0.01, o.seconds - since(start));
+    std::int64_t child_cases = 0, child_failures = 0;
+    bool reported = false;
+    // Messages: "C <chunk>" a chunk starts; "P <cases> <failures>" progress; "R <report JSON>" the end.
+    const WorkerBody body = [&, child](WorkerChannel& ch) mutable {
+      child.on_progress = [&ch](std::int64_t c, std::int64_t f, double) { ch.send('P', fmt::format("{} {}", c, f)); };
+      Hooks hooks;
+      hooks.first_chunk = next_chunk;
+      hooks.on_chunk = [&ch](int chunk) { ch.send('C', std::to_string(chunk)); };
+      hooks.on_case_start = [&ch] { ch.begin("case"); };
+      hooks.on_case_end = [&ch] { ch.end(); };
+      ch.send('R', to_json(drive(k, p, child, hooks)).dump());  // fixtures were written by the worker
+    };
+    const WorkerHandler on_message = [&](char tag, const std::string& payload) {
+      if (tag == 'C') {
+        next_chunk = std::stoi(payload);
+      } else if (tag == 'P') {
+        std::sscanf(payload.c_str(), "%ld %ld", &child_cases, &child_failures);
+        if (o.on_progress)
+          o.on_progress(done_cases + child_cases, static_cast<std::int64_t>(total.findings.size()) + child_failures,
+                        since(start));
+      } else if (tag == 'R') {
+        merge_reports(total, fuzz_report_from_json(nlohmann::json::parse(payload)));
+        reported = true;
+      }
+    };
+    const WorkerExit x = run_worker(body, on_message, {true, case_timeout_seconds});
+    if (!x.error.empty()) throw std::runtime_error("fuzz worker: " + x.error);
+    if (reported) break;
+    // The worker died (or hung): the case in flight is the last descriptor it wrote.
+    total.cases += child_cases;
+    ++total.crashes;
+    ++total.failures;
+    Finding f;
+    f.case_index = done_cases + child_cases + 1;
+    f.verdict.kernel = std::string(k.name());
+    f.verdict.property = p.label();
+    f.verdict.kind = x.timed_out ? VerdictKind::kTimeout : VerdictKind::kCrash;
+    f.verdict.reason = x.died_in ? x.reason : "worker died between cases: " + x.reason;
+    if (const std::optional<AnyCase> c = read_inflight(inflight_path(dir, k, p))) {
+      set_finding_case(f, *c);
+      add_finding(total, f, [&](const Finding& y) { return save_finding(o.out_dir, k, p, o.seed, y); });
+    } else {
+      total.findings.push_back(f);  // no descriptor: still a recorded crash
+    }
+    if (o.stop_at_first_failure) break;
+    if ((o.cases > 0 && total.cases >= o.cases) || (o.seconds > 0 && since(start) >= o.seconds)) break;
+    ++next_chunk;  // resume after the chunk that crashed, with a fresh seed
+  }
+  total.seconds = since(start);
+  Coverage cov;
+  cov.counts = total.coverage;
+  cov.refused.insert(total.coverage_refused.begin(), total.coverage_refused.end());
+  total.coverage_missing = total.not_applicable.empty() ? cov.missing(required_coverage(p, k, total.cases))
+                                                        : std::vector<std::string>{};
+  if (o.out_dir.empty()) remove_tree(dir);
+  return total;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,46 @@
+// The search driver: RapidCheck generates cases for one property on one kernel (kernel cases inside the
+// kernel's contract, or model cases for the integration property), the property judges each one,
+// failures are shrunk under a budget and saved as fixtures. Used by `flashcheck fuzz`, the gate and the
+// mutant matrix, at both levels. Isolated runs go through the worker protocol (search/worker.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kernels/kernel.h"
+#include "properties/property.h"
+#include "search/fuzz_report.h"
+#include "search/limits.h"
+
+namespace flashcheck {
+
+// RapidCheck shrinks without limit; past either bound the driver stops reporting failures, so the greedy
+// descent ends, and keeps the last failing case it saw as the minimum.
+struct ShrinkBudget {
+  int attempts = 400;
+  double seconds = 60;
+};
+
+struct FuzzOptions {
+  std::int64_t cases = 1000;  // cases to judge (0: until the time limit)
+  double seconds = 0;         // wall-clock limit (0: none)
+  std::uint64_t seed = 1;
+  int max_size = 100;         // RapidCheck size: sizes sweep 0..max_size over a run
+  GenLimits limits;           // kernel-level case sizes
+  ModelGenLimits model_limits;  // model-level case sizes
+  ShrinkBudget shrink;
+  bool stop_at_first_failure = false;  // the mutant matrix wants cases-to-first-kill, not a campaign
+  std::string out_dir;                 // where found fixtures and the in-flight case go ("": nowhere)
+  std::string reproduce;               // RC_PARAMS "reproduce=..." string: replay that one failure
+  std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
+};
+
+// Runs in this process.
+FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o);
+
+// Runs in worker processes: a kernel that crashes or hangs becomes a crash finding (its case is the
+// in-flight descriptor, saved as a fixture) and the run resumes after it with the remaining budget.
+FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o, double case_timeout_seconds = 120);
+
+}  // namespace flashcheck

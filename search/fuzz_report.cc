@@ -1,0 +1,136 @@
+#include "search/fuzz_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/case_json.h"
+#include "core/files.h"
+#include "core/model_case_json.h"
+#include "search/coverage.h"
+
+namespace flashcheck {
+namespace {
+
+// The size a finding's case is ranked by: of two failures with one signature, the smaller is kept.
+std::int64_t case_size(const Finding& f) {
+  if (f.model_case) {
+    const ModelCase& m = *f.model_case;
+    return m.batch * (m.q_len + m.past) + m.heads * m.head_dim;
+  }
+  const KernelCase& c = f.minimized;
+  std::int64_t n = c.heads * (c.head_dim + c.v_head_dim);
+  for (const Sequence& s : c.seqs) n += s.q_len + s.k_len + 1;
+  return n;
+}
+
+}  // namespace
+
+std::string failure_signature(const std::string& property, const Finding& f) {
+  std::string s = property + "/" + std::string(to_string(f.verdict.kind));
+  for (const std::string& feature : f.model_case ? classify(*f.model_case) : classify(f.minimized)) s += "/" + feature;
+  return s;
+}
+
+void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save) {
+  const std::string sig = failure_signature(r.property, f);
+  for (Finding& g : r.findings) {
+    if (failure_signature(r.property, g) != sig) continue;
+    if (case_size(f) < case_size(g)) {
+      if (!g.fixture.empty()) {
+        remove_file(g.fixture);
+        remove_file(std::filesystem::path(g.fixture).replace_extension(".safetensors").string());
+      }
+      f.fixture = save(f);
+      g = std::move(f);
+    }
+    return;
+  }
+  f.fixture = save(f);
+  r.findings.push_back(std::move(f));
+}
+
+void merge_reports(FuzzReport& into, const FuzzReport& part) {
+  into.cases += part.cases;
+  into.unsupported += part.unsupported;
+  for (const auto& [reason, n] : part.unsupported_reasons) into.unsupported_reasons[reason] += n;
+  into.crashes += part.crashes;
+  into.failures += part.failures;
+  for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; });
+  into.worst_ratio = std::max(into.worst_ratio, part.worst_ratio);
+  into.worst_bound_use = std::max(into.worst_bound_use, part.worst_bound_use);
+  for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
+  for (const std::string& f : part.coverage_refused)
+    if (std::find(into.coverage_refused.begin(), into.coverage_refused.end(), f) == into.coverage_refused.end())
+      into.coverage_refused.push_back(f);
+  if (into.not_applicable.empty()) into.not_applicable = part.not_applicable;
+  for (const auto& [id, n] : part.known_divergences) into.known_divergences[id] += n;
+}
+
+nlohmann::json to_json(const FuzzReport& r) {
+  nlohmann::json findings = nlohmann::json::array();
+  for (const Finding& f : r.findings)
+    findings.push_back({{f.model_case ? "model_case" : "case", f.model_case ? model_case_to_json(*f.model_case) : case_to_json(f.minimized)},
+                        {"summary", f.model_case ? summary(*f.model_case) : summary(f.minimized)},
+                        {"verdict", to_json(f.verdict)},
+                        {"case_index", f.case_index},
+                        {"shrink_steps", f.shrink_steps},
+                        {"shrink_attempts", f.shrink_attempts},
+                        {"shrink_budget_exhausted", f.shrink_budget_exhausted},
+                        {"reproduce", f.reproduce},
+                        {"fixture", f.fixture}});
+  return {{"kernel", r.kernel},
+          {"property", r.property},
+          {"seed", r.seed},
+          {"cases", r.cases},
+          {"unsupported", r.unsupported},
+          {"unsupported_reasons", r.unsupported_reasons},
+          {"crashes", r.crashes},
+          {"failures", r.failures},
+          {"findings", findings},
+          {"seconds", r.seconds},
+          {"worst_ratio", r.worst_ratio},
+          {"worst_bound_use", r.worst_bound_use},
+          {"coverage", r.coverage},
+          {"coverage_missing", r.coverage_missing},
+          {"coverage_refused", r.coverage_refused},
+          {"not_applicable", r.not_applicable},
+          {"known_divergences", r.known_divergences},
+          {"ok", r.ok()}};
+}
+
+FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
+  FuzzReport r;
+  r.kernel = j.at("kernel");
+  r.property = j.at("property");
+  r.seed = j.at("seed");
+  r.cases = j.at("cases");
+  r.unsupported = j.at("unsupported");
+  r.unsupported_reasons = j.at("unsupported_reasons").get<std::map<std::string, std::int64_t>>();
+  r.crashes = j.at("crashes");
+  r.failures = j.at("failures");
+  for (const auto& f : j.at("findings")) {
+    Finding x;
+    if (f.contains("model_case")) x.model_case = model_case_from_json(f.at("model_case"), "fuzz report", "findings");
+    else x.minimized = case_from_json(f.at("case"), "fuzz report", "findings");
+    x.verdict = verdict_from_json(f.at("verdict"));
+    x.case_index = f.at("case_index");
+    x.shrink_steps = f.at("shrink_steps");
+    x.shrink_attempts = f.at("shrink_attempts");
+    x.shrink_budget_exhausted = f.at("shrink_budget_exhausted");
+    x.reproduce = f.at("reproduce");
+    x.fixture = f.at("fixture");
+    r.findings.push_back(std::move(x));
+  }
+  r.seconds = j.at("seconds");
+  r.worst_ratio = j.at("worst_ratio");
+  r.worst_bound_use = j.value("worst_bound_use", 0.0);
+  r.coverage = j.at("coverage").get<std::map<std::string, std::int64_t>>();
+  r.coverage_missing = j.at("coverage_missing").get<std::vector<std::string>>();
+  r.coverage_refused = j.value("coverage_refused", std::vector<std::string>{});
+  r.not_applicable = j.at("not_applicable");
+  r.known_divergences = j.value("known_divergences", std::map<std::string, std::int64_t>{});
+  return r;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,63 @@
+#include <cstdint>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "kernels/kernel.h"
+#include "search/coverage.h"
+#include "search/generators.h"
+
+namespace flashcheck {
+namespace {
+
+// Every generated case is valid and inside the contract it was generated for, for every kernel.
+RC_GTEST_PROP(Generators, CasesAreValidAndInsideTheContract, ()) {
+  const auto kernels = builtin_registry().kernels();
+  Kernel* k = *rc::gen::elementOf(kernels);
+  const KernelCase c = *kernel_case_gen(k->contract());
+  const auto errors = validate(c);
+  RC_ASSERT(errors.empty());
+  const ContractCheck cc = k->check(c);
+  RC_LOG() << k->name() << ": " << summary(c) << " -- " << cc.reason << "\n";
+  RC_ASSERT(cc.supported);
+}
+
+RC_GTEST_PROP(Generators, RequirementsAreMet, ()) {
+  const Contract k = builtin_registry().find("tiled-cpu")->contract();
+  const KernelCase gqa = *kernel_case_gen(k, {.gqa = true});
+  RC_ASSERT(gqa.heads > gqa.kv_heads);
+  const KernelCase chunk = *kernel_case_gen(k, {.chunkable = true});
+  RC_ASSERT(chunk.kv_cache && chunk.causal && chunk.alignment == Alignment::kBottomRight);
+  for (const Sequence& s : chunk.seqs) RC_ASSERT(s.q_len >= 2 && s.new_len == s.q_len);
+  const KernelCase packed = *kernel_case_gen(k, {.packed_kv = true, .no_cache = true});
+  RC_ASSERT(packed.kv_storage == KvStorage::kPacked && !packed.kv_cache);
+  const KernelCase two = *kernel_case_gen(k, {.batch2 = true});
+  RC_ASSERT(two.batch() >= 2);
+}
+
+TEST(Coverage, ClassifiesTheFeaturesOfACase) {
+  KernelCase c;
+  c.heads = 4;
+  c.kv_heads = 1;
+  c.head_dim = 59;
+  c.v_head_dim = 59;
+  c.causal = true;
+  c.seqs = {{.q_len = 65, .k_len = 63}, {.q_len = 1, .k_len = 0}};
+  const auto f = classify(c);
+  for (const char* want : {"mqa", "causal-bottom-right", "q>k", "empty-rows", "zero-length", "decode", "tile64+1",
+                           "tile64-1", "head-dim-not-multiple-of-8", "batch>1", "len=1mod32"})
+    EXPECT_NE(std::find(f.begin(), f.end(), want), f.end()) << want;
+  EXPECT_EQ(std::find(f.begin(), f.end(), "paged"), f.end());
+}
+
+TEST(Coverage, MissingListsRequiredFeaturesWithoutCases) {
+  Coverage cov;
+  KernelCase c;
+  c.seqs = {{.q_len = 1, .k_len = 1}};
+  cov.add(c);
+  const auto missing = cov.missing({"decode", "paged"});
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(missing[0], "paged");
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,23 @@
+// How large generated cases may be. Kept apart from the generators so that callers (the CLI, the
+// driver's options) set sizes without including RapidCheck.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcheck {
+
+struct GenLimits {
+  std::int64_t max_len = 192;   // longest sequence drawn uniformly, before the work budget caps it
+  std::int64_t max_batch = 4;
+  std::int64_t max_heads = 16;
+  double work_budget = 3e6;     // sum over sequences of Lq * Lk * H * (d + dv): keeps a case in milliseconds
+};
+
+struct ModelGenLimits {
+  std::int64_t max_batch = 4;
+  std::int64_t max_q_len = 48;
+  std::int64_t max_past = 32;
+  std::int64_t max_heads = 16;
+};
+
+}  // namespace flashcheck

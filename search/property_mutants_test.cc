@@ -1,0 +1,74 @@
+// Each property fails on the deliberately broken kernel written for the defect it exists to catch, and
+// the runner shrinks the counterexample to a small case. Without these a property could pass everything.
+#include <gtest/gtest.h>
+
+#include "kernels/kernel.h"
+#include "search/fuzz.h"
+#include "properties/property.h"
+
+namespace flashcheck {
+namespace {
+
+struct Expect {
+  const char* property;
+  const char* mutant;
+  std::int64_t max_batch, max_heads, max_len;  // bounds on the minimized counterexample
+};
+
+FuzzReport hunt(const Expect& e) {
+  FuzzOptions o;
+  o.cases = 200;
+  o.seed = 11;
+  o.stop_at_first_failure = true;
+  o.shrink = {400, 60};
+  return run_fuzz(*builtin_registry().find(e.mutant), *find_property(e.property), o);
+}
+
+void expect_killed_small(const Expect& e) {
+  const FuzzReport r = hunt(e);
+  ASSERT_EQ(r.findings.size(), 1u) << e.property << " did not catch " << e.mutant << " in " << r.cases << " cases";
+  const KernelCase& c = r.findings[0].minimized;
+  std::int64_t longest = 0;
+  for (const Sequence& s : c.seqs) longest = std::max({longest, s.q_len, s.k_len});
+  EXPECT_LE(c.batch(), e.max_batch) << summary(c);
+  EXPECT_LE(c.heads, e.max_heads) << summary(c);
+  EXPECT_LE(longest, e.max_len) << summary(c);
+  EXPECT_NE(r.findings[0].verdict.kind, VerdictKind::kPass);
+  EXPECT_FALSE(r.findings[0].reproduce.empty());
+}
+
+// Lengths: within one tile (16x32 for the mutants) of what the defect needs.
+TEST(PropertyKillsMutant, ConformanceTopLeftCausal) { expect_killed_small({"conformance", "mutant-top-left-causal", 1, 1, 3}); }
+TEST(PropertyKillsMutant, DeterminismNondeterministicOrder) {
+  expect_killed_small({"determinism", "mutant-nondeterministic-order", 1, 1, 32 + 32});  // needs two key tiles
+}
+TEST(PropertyKillsMutant, GqaRepeatKvHeadModulo) { expect_killed_small({"gqa-repeat", "mutant-kv-head-modulo", 1, 4, 2}); }
+TEST(PropertyKillsMutant, VarlenPaddedIgnoreSequsedK) { expect_killed_small({"varlen-padded", "mutant-ignore-seqused-k", 1, 1, 2}); }
+TEST(PropertyKillsMutant, PagedContiguousPageBoundary) {
+  expect_killed_small({"paged-contiguous", "mutant-page-boundary", 1, 1, 17});  // crosses a page boundary
+}
+TEST(PropertyKillsMutant, BatchPermutationCuSeqlensOffByOne) {
+  expect_killed_small({"batch-permutation", "mutant-cu-seqlens-off-by-one", 2, 1, 2});
+}
+TEST(PropertyKillsMutant, PaddingInvarianceIgnoreLeftpad) {
+  expect_killed_small({"padding-invariance", "mutant-ignore-leftpad", 1, 1, 2});
+}
+TEST(PropertyKillsMutant, ChunkedPrefillTopLeftCausal) {
+  expect_killed_small({"chunked-prefill", "mutant-top-left-causal", 1, 1, 4});
+}
+TEST(PropertyKillsMutant, RobustnessSkipLastRow) { expect_killed_small({"robustness", "mutant-skip-last-row", 1, 1, 1}); }
+TEST(PropertyKillsMutant, RobustnessWritePastEnd) { expect_killed_small({"robustness", "mutant-write-past-end", 1, 1, 1}); }
+
+// And the correct kernel these mutants come from passes the same runs.
+TEST(PropertyKillsMutant, TheUnbrokenKernelPassesEveryProperty) {
+  for (const Property* p : all_properties()) {
+    FuzzOptions o;
+    o.cases = 60;
+    o.seed = 11;
+    const FuzzReport r = run_fuzz(*builtin_registry().find("tiled-cpu-16x32"), *p, o);
+    EXPECT_TRUE(r.findings.empty()) << p->name() << ": " << describe(r.findings.front().verdict);
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck

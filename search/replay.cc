@@ -1,0 +1,118 @@
+#include "search/replay.h"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <optional>
+
+#include "core/kernel_case.h"
+#include "oracles/hf_flash_path.h"
+#include "properties/conformance.h"
+#include "properties/integration_property.h"
+#include "properties/property.h"
+
+namespace flashcheck {
+
+void judge(ReplayRecord& r) {
+  const VerdictKind got = r.verdict.kind;
+  const VerdictKind want = r.has_expectation ? r.expected.verdict : VerdictKind::kPass;
+  const bool reason_ok =
+      r.expected.reason_contains.empty() || r.verdict.reason.find(r.expected.reason_contains) != std::string::npos;
+  if (got == want && (want == VerdictKind::kPass || reason_ok)) {
+    r.as_expected = true;
+    r.outcome = want == VerdictKind::kPass || want == VerdictKind::kUnsupported ? std::string(to_string(got)) : "xfail";
+  } else if (got == VerdictKind::kUnsupported && !r.has_expectation) {
+    r.as_expected = true;  // outside the contract: reported, never counted as a pass
+    r.outcome = "unsupported";
+  } else {
+    r.as_expected = false;
+    r.outcome = (got == VerdictKind::kPass && want != VerdictKind::kPass) ? "xpass" : std::string(to_string(got));
+  }
+}
+
+std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, const std::vector<Kernel*>& kernels,
+                                          const IsolationOptions& iso) {
+  struct Job {
+    const Fixture* fixture;
+    std::size_t case_index;
+    Kernel* kernel;
+    std::optional<hf::Profile> profile;  // set for model cases
+  };
+  std::vector<Job> jobs;
+  for (const Fixture& f : fixtures) {
+    for (std::size_t i = 0; i < f.cases.size(); ++i)
+      for (Kernel* k : kernels) jobs.push_back({&f, i, k, std::nullopt});
+    for (std::size_t i = 0; i < f.model_cases.size(); ++i)
+      for (Kernel* k : kernels)
+        for (hf::Profile p : hf::all_profiles())
+          if (f.profiles.empty() || std::count(f.profiles.begin(), f.profiles.end(), hf::to_string(p)))
+            jobs.push_back({&f, i, k, p});
+  }
+
+  auto label = [&](std::size_t j) {
+    Verdict v;
+    v.kernel = jobs[j].profile ? fmt::format("{}@{}", hf::to_string(*jobs[j].profile), jobs[j].kernel->name())
+                               : std::string(jobs[j].kernel->name());
+    return v;
+  };
+  auto run = [&](std::size_t j) -> std::vector<Verdict> {
+    if (jobs[j].profile) {
+      const AnyCase c = jobs[j].fixture->model_cases[jobs[j].case_index].mcase;
+      return {integration_property(*jobs[j].profile)->judge(*jobs[j].kernel, c).verdict};
+    }
+    const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
+    const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));
+    ConformanceOptions opt;
+    opt.ignore_contract = it != fc.expect.end() && it->second.run_outside_contract;
+    const std::string& property = jobs[j].fixture->property;
+    if (property != "conformance") {
+      const Property* p = find_property(property);
+      if (!p) throw std::runtime_error("unknown property '" + property + "' in " + jobs[j].fixture->path);
+      return {p->check(*jobs[j].kernel, fc.kcase)};
+    }
+    const CaseTensors t = fc.tensors ? *fc.tensors : materialize(fc.kcase);
+    return {check_conformance(*jobs[j].kernel, fc.kcase, t, opt)};
+  };
+  const auto verdicts = run_isolated(jobs.size(), run, label, iso);
+
+  std::vector<ReplayRecord> records;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].profile) {
+      const ModelFixtureCase& mc = jobs[j].fixture->model_cases[jobs[j].case_index];
+      ReplayRecord r;
+      r.fixture = jobs[j].fixture->path;
+      r.case_index = jobs[j].case_index;
+      r.model_case = true;
+      r.case_summary = mc.mcase.name.empty() ? summary(mc.mcase) : mc.mcase.name + ": " + summary(mc.mcase);
+      r.verdict = verdicts[j].front();
+      const auto it = mc.expect.find(std::string(hf::to_string(*jobs[j].profile)));
+      if (it != mc.expect.end()) {
+        r.has_expectation = true;
+        r.expected = it->second;
+      }
+      judge(r);
+      // A kernel that cannot take the call has nothing to say about the integration: report, never fail.
+      if (r.verdict.kind == VerdictKind::kUnsupported) {
+        r.as_expected = true;
+        r.outcome = "unsupported";
+      }
+      records.push_back(std::move(r));
+      continue;
+    }
+    const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
+    ReplayRecord r;
+    r.fixture = jobs[j].fixture->path;
+    r.case_index = jobs[j].case_index;
+    r.case_summary = fc.kcase.name.empty() ? summary(fc.kcase) : fc.kcase.name + ": " + summary(fc.kcase);
+    r.verdict = verdicts[j].front();
+    const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));
+    if (it != fc.expect.end()) {
+      r.has_expectation = true;
+      r.expected = it->second;
+    }
+    judge(r);
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,31 @@
+#include "search/samples.h"
+
+#include <rapidcheck.h>
+
+#include "search/generators.h"
+#include "search/model_generators.h"
+
+namespace flashcheck {
+namespace {
+
+// Each case from its own split of one stream at size 100, the top of a search's size sweep.
+template <typename T>
+std::vector<T> draw(const rc::Gen<T>& gen, std::int64_t n, std::uint64_t seed) {
+  std::vector<T> out;
+  rc::Random random(seed);
+  for (std::int64_t i = 0; i < n; ++i) out.push_back(gen(random.split(), 100).value());
+  return out;
+}
+
+}  // namespace
+
+std::vector<KernelCase> sample_standard_mix(std::int64_t n, std::uint64_t seed) { return draw(standard_mix_gen(), n, seed); }
+
+std::vector<KernelCase> sample_kernel_cases(const Contract& k, const CaseRequirements& req, std::int64_t n,
+                                            std::uint64_t seed) {
+  return draw(kernel_case_gen(k, req), n, seed);
+}
+
+std::vector<ModelCase> sample_model_cases(std::int64_t n, std::uint64_t seed) { return draw(model_case_gen(), n, seed); }
+
+}  // namespace flashcheck

@@ -1,0 +1,22 @@
+// Cases drawn from the generators without a search: the fixed sets that `flashcheck bench` times and
+// `flashcheck export` writes. The same seed gives the same cases. Callers need no RapidCheck.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/kernel_case.h"
+#include "core/model_case.h"
+#include "kernels/contract.h"
+#include "properties/requirements.h"
+
+namespace flashcheck {
+
+// The standard varlen mix (search/generators.h standard_mix_gen).
+std::vector<KernelCase> sample_standard_mix(std::int64_t n, std::uint64_t seed);
+// The kernel's own generator at the default limits.
+std::vector<KernelCase> sample_kernel_cases(const Contract& k, const CaseRequirements& req, std::int64_t n,
+                                            std::uint64_t seed);
+std::vector<ModelCase> sample_model_cases(std::int64_t n, std::uint64_t seed);
+
+}  // namespace flashcheck

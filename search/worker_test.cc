@@ -1,0 +1,140 @@
+#include "search/isolated_jobs.h"
+#include "search/worker.h"
+
+#include <cmath>
+#include <csignal>
+#include <limits>
+#include <gtest/gtest.h>
+#include <stdexcept>
+#include <thread>
+
+namespace flashcheck {
+namespace {
+
+Verdict named(const std::string& kernel, VerdictKind kind = VerdictKind::kPass) {
+  Verdict v;
+  v.kernel = kernel;
+  v.kind = kind;
+  return v;
+}
+
+const JobLabel kLabel = [](std::size_t i) { return named("job" + std::to_string(i)); };
+
+TEST(IsolatedJobs, CrashOfOneJobIsRecordedAndTheRestStillRun) {
+  const auto r = run_isolated(
+      4,
+      [](std::size_t i) -> std::vector<Verdict> {
+        if (i == 1) std::raise(SIGSEGV);
+        if (i == 2) std::abort();
+        return {named("job" + std::to_string(i))};
+      },
+      kLabel, {});
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].at(0).kind, VerdictKind::kPass);
+  EXPECT_EQ(r[1].at(0).kind, VerdictKind::kCrash);
+  EXPECT_EQ(r[1].at(0).kernel, "job1");
+  EXPECT_NE(r[1].at(0).reason.find("signal 11"), std::string::npos) << r[1].at(0).reason;
+  EXPECT_EQ(r[2].at(0).kind, VerdictKind::kCrash);
+  EXPECT_NE(r[2].at(0).reason.find("signal 6"), std::string::npos) << r[2].at(0).reason;
+  EXPECT_EQ(r[3].at(0).kind, VerdictKind::kPass);
+}
+
+TEST(IsolatedJobs, HungJobBecomesATimeout) {
+  IsolationOptions opt;
+  opt.timeout_seconds = 0.5;
+  const auto r = run_isolated(
+      2,
+      [](std::size_t i) -> std::vector<Verdict> {
+        if (i == 0) std::this_thread::sleep_for(std::chrono::seconds(30));
+        return {named("job" + std::to_string(i))};
+      },
+      kLabel, opt);
+  EXPECT_EQ(r[0].at(0).kind, VerdictKind::kTimeout);
+  EXPECT_EQ(r[1].at(0).kind, VerdictKind::kPass);
+}
+
+TEST(IsolatedJobs, ExceptionsBecomeErrorVerdicts) {
+  const auto r = run_isolated(
+      1, [](std::size_t) -> std::vector<Verdict> { throw std::runtime_error("boom"); }, kLabel, {});
+  EXPECT_EQ(r[0].at(0).kind, VerdictKind::kError);
+  EXPECT_NE(r[0].at(0).reason.find("boom"), std::string::npos);
+}
+
+TEST(IsolatedJobs, VerdictDetailsSurviveTheProcessBoundary) {
+  const auto r = run_isolated(
+      1,
+      [](std::size_t) -> std::vector<Verdict> {
+        Verdict v = named("k", VerdictKind::kFail);
+        Comparison c;
+        c.err_max = std::numeric_limits<double>::infinity();
+        c.base_max = 0.25;
+        c.worst = {1, 2, 3, 4, std::numeric_limits<double>::quiet_NaN(), 0.5, 0.75};
+        v.cmp = c;
+        v.reason = "why";
+        return {v, named("k2")};
+      },
+      kLabel, {});
+  ASSERT_EQ(r[0].size(), 2u);
+  const Verdict& v = r[0][0];
+  EXPECT_EQ(v.kind, VerdictKind::kFail);
+  EXPECT_EQ(v.reason, "why");
+  ASSERT_TRUE(v.cmp.has_value());
+  EXPECT_TRUE(std::isinf(v.cmp->err_max));
+  EXPECT_TRUE(std::isnan(v.cmp->worst.out));
+  EXPECT_EQ(v.cmp->worst.d, 4);
+  EXPECT_EQ(r[0][1].kernel, "k2");
+}
+
+TEST(Worker, MessagesArriveInOrderAndACrashNamesTheItemInFlight) {
+  std::vector<std::string> got;
+  const WorkerExit x = run_worker(
+      [](WorkerChannel& ch) {
+        ch.send('P', "one");
+        ch.begin("case-7");
+        ch.send('P', "two");
+        std::raise(SIGSEGV);
+      },
+      [&](char tag, const std::string& payload) { got.push_back(std::string(1, tag) + payload); }, {});
+  EXPECT_EQ(got, (std::vector<std::string>{"Pone", "Ptwo"}));
+  EXPECT_FALSE(x.clean);
+  ASSERT_TRUE(x.died_in.has_value());
+  EXPECT_EQ(*x.died_in, "case-7");
+  EXPECT_NE(x.reason.find("signal 11"), std::string::npos) << x.reason;
+}
+
+TEST(Worker, ADeathBetweenItemsIsNotBlamedOnAnItem) {
+  const WorkerExit x = run_worker(
+      [](WorkerChannel& ch) {
+        ch.begin("a");
+        ch.end();
+        std::abort();
+      },
+      [](char, const std::string&) {}, {});
+  EXPECT_FALSE(x.clean);
+  EXPECT_FALSE(x.died_in.has_value());
+  EXPECT_NE(x.reason.find("signal 6"), std::string::npos) << x.reason;
+}
+
+TEST(Worker, AnExceptionOfTheBodyIsAHarnessErrorInBothModes) {
+  for (bool isolate : {true, false}) {
+    const WorkerExit x = run_worker([](WorkerChannel&) { throw std::runtime_error("bad\nthing"); },
+                                    [](char, const std::string&) {}, {isolate, 10});
+    EXPECT_FALSE(x.clean) << isolate;
+    EXPECT_NE(x.error.find("bad"), std::string::npos) << isolate << ": " << x.error;
+  }
+}
+
+TEST(Worker, AnItemPastItsLimitIsKilled) {
+  const WorkerExit x = run_worker(
+      [](WorkerChannel& ch) {
+        ch.begin("slow");
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+      },
+      [](char, const std::string&) {}, {true, 0.3});
+  EXPECT_TRUE(x.timed_out);
+  ASSERT_TRUE(x.died_in.has_value());
+  EXPECT_EQ(*x.died_in, "slow");
+}
+
+}  // namespace
+}  // namespace flashcheck

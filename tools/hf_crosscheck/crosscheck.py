@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""tools/hf_crosscheck/crosscheck.py DIR [--verbose] [--only REGEX] [--show] [--sliding-cache model|full] —
+cross-checks flashcheck's C++ emulation of Hugging Face transformers' attention (written by `flashcheck export
+--out DIR`) against the real transformers 5.17.0 on CPU. run.sh (next to this file) sets it up; selftest.py tests it.
+
+For every case of DIR/manifest.json (schema flashcheck.export/1), with the objects a model holds: a LlamaConfig
+(sliding_window set when the case has one), the cache the layer finds (when use_cache or past > 0: a
+DynamicCache holding the first P key/value columns, or a StaticCache of static_cache_len slots), and K/V as the
+layer's own cache update returns them:
+  eager  masking_utils.create_causal_mask (create_sliding_window_causal_mask with a sliding window) with
+         _attn_implementation "eager", the case's attention_mask and position_ids (the first plane of 3D M-RoPE
+         positions), then llama's eager_attention_forward (gemma2's, which caps the logits, for softcap cases) in
+         eval mode, scaling = scale or head_dim**-0.5. Compared with `eager_out`: ok if every element is within
+         1 ulp of the dtype (bitwise equality and the max ulp distance are reported).
+  flash  the same mask builder with _attn_implementation "flash_attention_2" (masking_utils.flash_attention_mask;
+         no flash-attn package needed), then integrations.flash_attention.flash_attention_forward (or
+         modeling_flash_attention_utils._flash_attention_forward with the case's query_length when it differs
+         from q_len, as a sequence-parallel patch calls it) with stand-in kernels installed in
+         modeling_flash_attention_utils that record their call and return row markers. Compared with the C++
+         `flash` record: branch, cu_seqlens_q/k, max_seqlen_q/k, causal, window_size, softcap, softmax_scale
+         (within 4 double ulps) and `flash_rows` exactly; a transformers exception must meet branch "error" with
+         a message contained in Python's "ExceptionType: message".
+
+--sliding-cache model builds sliding-window caches as Mistral/Gemma2 do (last W-1 past columns only).
+A kernel call that would read outside its tensors (FlashAttention does not check) or that FlashAttention would
+reject may be reported by the C++ as branch "error" with any message.
+--show prints transformers' kernel call and flash rows for every case.
+Exit status: 0 all cases agree, 1 some case differs, 2 bad input (missing files, wrong schema, tensors of the
+wrong shape, transformers other than 5.17.0 unless --any-version).
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import traceback
+
+SCHEMA = "flashcheck.export/1"
+WANT_TRANSFORMERS = "5.17.0"
+EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Input
+
+
+def load_manifest(root):
+    path = os.path.join(root, "manifest.json")
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: no such file")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: {e}")
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise BadInput(f"{path}: schema is {manifest.get('schema') if isinstance(manifest, dict) else None!r}, "
+                       f"want {SCHEMA!r}")
+    cases = manifest.get("cases")
+    if not isinstance(cases, list):
+        raise BadInput(f"{path}: 'cases' is not a list")
+    for i, entry in enumerate(cases):
+        where = f"{path}: cases[{i}]"
+        if not isinstance(entry, dict):
+            raise BadInput(f"{where} is not an object")
+        for key in ("name", "case", "tensors", "flash"):
+            if key not in entry:
+                raise BadInput(f"{where} has no '{key}'")
+        c = entry["case"]
+        for key in ("dtype", "batch", "q_len", "heads", "kv_heads", "head_dim"):
+            if key not in c:
+                raise BadInput(f"{where} ({entry['name']}): case has no '{key}'")
+        if c["dtype"] not in ("fp16", "bf16", "fp32"):
+            raise BadInput(f"{where} ({entry['name']}): dtype {c['dtype']!r}")
+        fl = entry["flash"]
+        if not isinstance(fl, dict) or fl.get("branch") not in ("mask", "varlen_kwargs", "packed", "dense", "error"):
+            raise BadInput(f"{where} ({entry['name']}): flash.branch is {fl.get('branch') if isinstance(fl, dict) else None!r}")
+        if fl["branch"] == "error":
+            if not isinstance(fl.get("error"), str):
+                raise BadInput(f"{where} ({entry['name']}): flash.branch is error but flash.error is not a string")
+        elif not isinstance(fl.get("call"), dict) or fl["call"].get("kind") not in ("varlen", "dense"):
+            raise BadInput(f"{where} ({entry['name']}): flash.call missing or with a bad kind")
+        tpath = os.path.join(root, entry["tensors"])
+        if not os.path.isfile(tpath):
+            raise BadInput(f"{where} ({entry['name']}): {tpath}: no such file")
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def dtype_of(torch, name):
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
+
+
+def ordered_bits(torch, t):
+    """Maps floats to integers whose differences are ulp distances (sign-magnitude -> two's complement)."""
+    if t.dtype == torch.float32:
+        bits, mag_mask = t.contiguous().view(torch.int32).to(torch.int64), 0x7FFFFFFF
+    elif t.dtype in (torch.float16, torch.bfloat16):
+        bits, mag_mask = t.contiguous().view(torch.int16).to(torch.int64), 0x7FFF
+    else:
+        raise ValueError(f"no ulp metric for {t.dtype}")
+    mag = bits & mag_mask
+    return torch.where(bits < 0, -mag, mag)
+
+
+def ulp_compare(torch, got, want):
+    """Returns (bitwise_equal, max_ulp, flat index of the max, got value, want value). NaN == NaN counts as equal;
+    NaN against a number is an infinite distance."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False, math.inf, None, None, None
+    if got.numel() == 0:
+        return True, 0, None, None, None
+    g, w = ordered_bits(torch, got).flatten(), ordered_bits(torch, want).flatten()
+    bitwise = bool(torch.equal(g, w))
+    dist = (g - w).abs().to(torch.float64)
+    gn, wn = torch.isnan(got.float()).flatten(), torch.isnan(want.float()).flatten()
+    dist = torch.where(gn & wn, torch.zeros_like(dist), dist)
+    dist = torch.where(gn ^ wn, torch.full_like(dist, math.inf), dist)
+    idx = int(torch.argmax(dist))
+    return bitwise, float(dist[idx]), idx, float(got.flatten()[idx]), float(want.flatten()[idx])
+
+
+def unravel(idx, shape):
+    out = []
+    for s in reversed(shape):
+        out.append(idx % s)
+        idx //= s
+    return list(reversed(out))
+
+
+def as_int(x):
+    if x is None:
+        return None
+    if hasattr(x, "item"):
+        return int(x.item())
+    return int(x)
+
+
+def as_int_list(x):
+    if x is None:
+        return None
+    if hasattr(x, "tolist"):
+        return [int(v) for v in x.reshape(-1).tolist()]
+    return [int(v) for v in x]
+
+
+def floats_close(a, b, ulps=4):
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = float(a), float(b)
+    if a == b:
+        return True
+    return abs(a - b) <= ulps * math.ulp(max(abs(a), abs(b)))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One case: shared set-up
+
+
+class Case:
+    def __init__(self, torch, entry, root):
+        from safetensors.torch import load_file
+
+        self.name = entry["name"]
+        c = entry["case"]
+        self.c = c
+        self.flash_expect = entry["flash"]
+        self.dtype = dtype_of(torch, c["dtype"])
+        self.B, self.Lq, self.Hq, self.Hkv, self.D = (int(c["batch"]), int(c["q_len"]), int(c["heads"]),
+                                                      int(c["kv_heads"]), int(c["head_dim"]))
+        self.P = int(c.get("past") or 0)
+        self.causal = bool(c.get("causal", True))
+        self.W = c.get("sliding_window")
+        self.softcap = c.get("softcap")
+        self.scale = c.get("scale")
+        self.scaling = float(self.scale) if self.scale is not None else self.D ** -0.5
+        self.static_len = c.get("static_cache_len")
+        self.use_cache = bool(c.get("use_cache", False)) or self.P > 0 or self.static_len is not None
+        self.query_length = c.get("query_length")
+        if self.query_length is None:
+            self.query_length = self.Lq
+        self.query_length = int(self.query_length)
+        self.pos3d = bool(c.get("position_ids_3d", False))
+        self.varlen_kwargs = c.get("varlen_kwargs")
+        self.Lk = int(self.static_len) if self.static_len is not None else self.P + self.Lq
+        if min(self.B, self.Lq, self.Hq, self.Hkv, self.D) <= 0 or self.Hq % self.Hkv:
+            raise BadInput(f"{self.name}: bad sizes batch {self.B}, q_len {self.Lq}, heads {self.Hq}/{self.Hkv}, "
+                           f"head_dim {self.D}")
+
+        try:
+            t = load_file(os.path.join(root, entry["tensors"]))
+        except Exception as e:  # noqa: BLE001 - any reader error is bad input
+            raise BadInput(f"{self.name}: cannot read {entry['tensors']}: {e}")
+        self.t = t
+
+        def need(key, shape, dtype=None):
+            if key not in t:
+                raise BadInput(f"{self.name}: {entry['tensors']} has no tensor '{key}'")
+            if list(t[key].shape) != list(shape):
+                raise BadInput(f"{self.name}: tensor '{key}' has shape {list(t[key].shape)}, want {list(shape)}")
+            if dtype is not None and t[key].dtype != dtype:
+                raise BadInput(f"{self.name}: tensor '{key}' has dtype {t[key].dtype}, want {dtype}")
+            return t[key]
+
+        self.q = need("q", [self.B, self.Lq, self.Hq, self.D], self.dtype)
+        self.k = need("k", [self.B, self.Lk, self.Hkv, self.D], self.dtype)
+        self.v = need("v", [self.B, self.Lk, self.Hkv, self.D], self.dtype)
+        self.eager_out = need("eager_out", [self.B, self.Lq, self.Hq, self.D], self.dtype)
+        if self.static_len is not None:
+            if self.static_len < self.P + self.Lq:
+                raise BadInput(f"{self.name}: static_cache_len {self.static_len} < past + q_len")
+            if bool(self.k[:, self.P + self.Lq:].any()) or bool(self.v[:, self.P + self.Lq:].any()):
+                raise BadInput(f"{self.name}: the unfilled static-cache slots of k/v are not zeros")
+
+        # 2D attention mask: file tensor (int64) or the JSON rows
+        if c.get("attention_mask") is not None:
+            if "attention_mask" in t:
+                self.mask2d = t["attention_mask"].to(torch.int64)
+            else:
+                self.mask2d = torch.tensor(c["attention_mask"], dtype=torch.int64)
+            if self.mask2d.dim() != 2 or self.mask2d.shape[0] != self.B:
+                raise BadInput(f"{self.name}: attention_mask has shape {list(self.mask2d.shape)}, want [{self.B}, Lm]")
+        else:
+            self.mask2d = t["attention_mask"].to(torch.int64) if "attention_mask" in t else None
+
+        # position_ids as passed to attention; the masks get the 2D (text) positions
+        if "position_ids" in t:
+            self.pos_attn = t["position_ids"].to(torch.int64)
+        elif c.get("position_ids") is not None:
+            p2 = torch.tensor(c["position_ids"], dtype=torch.int64)
+            self.pos_attn = p2[None].expand(3, -1, -1).contiguous() if self.pos3d else p2
+        else:
+            self.pos_attn = None
+        if self.pos_attn is not None:
+            want_dim = 3 if self.pos3d else 2
+            if self.pos_attn.dim() != want_dim or self.pos_attn.shape[-1] != self.Lq:
+                raise BadInput(f"{self.name}: position_ids has shape {list(self.pos_attn.shape)} "
+                               f"(position_ids_3d={self.pos3d}, q_len={self.Lq})")
+        if self.pos_attn is None:
+            self.pos_mask = None
+        elif self.pos3d:
+            self.pos_mask = self.pos_attn[0]
+        else:
+            self.pos_mask = self.pos_attn
+
+    # --- the objects a model would hold ------------------------------------------------------------------------
+
+    def config(self, transformers, attn_implementation):
+        cfg = transformers.LlamaConfig(
+            vocab_size=16, hidden_size=self.Hq * self.D, intermediate_size=16, num_hidden_layers=1,
+            num_attention_heads=self.Hq, num_key_value_heads=self.Hkv, head_dim=self.D)
+        cfg._attn_implementation = attn_implementation
+        cfg.is_causal = self.causal
+        if self.W is not None:
+            cfg.sliding_window = int(self.W)
+        return cfg
+
+    def make_cache(self, transformers, torch, sliding_cache):
+        """The cache as the attention layer finds it before its own update: the first P columns stored.
+        Returns (cache or None, k_new, v_new) with k/v in [B, H, L, D].
+
+        sliding_cache "full": a plain DynamicCache (DynamicLayer: the whole history, kv_length = P + Lq,
+        kv_offset 0), which is what the export's K/V of P + Lq columns describe. "model": DynamicCache(
+        config=config) as a model builds it; with a sliding window that is a DynamicSlidingWindowLayer, which
+        keeps only the last W-1 past columns (kv_length = min(P, W-1) + Lq, kv_offset = max(P-W+1, 0), and the
+        layer receives only those columns). A static cache is always a plain StaticLayer of static_cache_len
+        slots (the export's K/V layout), even with a sliding window."""
+        k = self.k.transpose(1, 2)
+        v = self.v.transpose(1, 2)
+        if self.static_len is not None:
+            cfg = transformers.LlamaConfig(vocab_size=16, hidden_size=self.Hq * self.D, intermediate_size=16,
+                                           num_hidden_layers=1, num_attention_heads=self.Hq,
+                                           num_key_value_heads=self.Hkv, head_dim=self.D)
+            cache = transformers.StaticCache(config=cfg, max_cache_len=int(self.static_len))
+        elif self.use_cache:
+            if self.W is not None and sliding_cache == "model":
+                cache = transformers.DynamicCache(config=self.config(transformers, "eager"))
+            else:
+                cache = transformers.DynamicCache()  # DynamicLayer: full history, kv_offset 0
+        else:
+            cache = None
+        if cache is not None and self.P > 0:
+            cache.update(k[:, :, :self.P].contiguous(), v[:, :, :self.P].contiguous(), 0)
+        return cache, k[:, :, self.P:self.P + self.Lq], v[:, :, self.P:self.P + self.Lq]
+
+    def build_mask(self, transformers, torch, attn_implementation, cache):
+        from transformers import masking_utils
+
+        cfg = self.config(transformers, attn_implementation)
+        embeds = torch.zeros(self.B, self.Lq, 1, dtype=self.dtype)
+        fn = masking_utils.create_sliding_window_causal_mask if self.W is not None else masking_utils.create_causal_mask
+        return fn(config=cfg, inputs_embeds=embeds, attention_mask=self.mask2d, past_key_values=cache,
+                  position_ids=self.pos_mask)
+
+    def layer_kv(self, cache, k_new, v_new):
+        """K/V as the attention function receives them (after the layer's cache update), [B, H, L, D]."""
+        if cache is None:
+            return k_new, v_new
+        return cache.update(k_new, v_new, 0)
+
+
+def make_module(torch, config, case):
+    nn = torch.nn
+
+    class AttentionStub(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = config
+            self.layer_idx = 0
+            self.is_causal = case.causal
+            self.head_dim = case.D
+            self.num_key_value_groups = case.Hq // case.Hkv
+            self.scaling = case.scaling
+            # get_target_dtype() looks at the first nn.Linear for fp32 queries: the model's weights have the case dtype
+            self.o_proj = nn.Linear(1, 1, bias=False, dtype=case.dtype)
+
+    m = AttentionStub()
+    m.eval()
+    return m
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Eager
+
+
+def check_eager(torch, transformers, case, verbose, sliding_cache):
+    from transformers.models.gemma2 import modeling_gemma2
+    from transformers.models.llama import modeling_llama
+
+    try:
+        cache, k_new, v_new = case.make_cache(transformers, torch, sliding_cache)
+        mask = case.build_mask(transformers, torch, "eager", cache)
+        k, v = case.layer_kv(cache, k_new, v_new)
+        module = make_module(torch, case.config(transformers, "eager"), case)
+        q = case.q.transpose(1, 2)
+        with torch.no_grad():
+            if case.softcap is not None:
+                out, _ = modeling_gemma2.eager_attention_forward(module, q, k, v, mask, dropout=0.0,
+                                                                  scaling=case.scaling, softcap=float(case.softcap))
+            else:
+                out, _ = modeling_llama.eager_attention_forward(module, q, k, v, mask, scaling=case.scaling,
+                                                                 dropout=0.0)
+    except Exception as e:  # noqa: BLE001
+        detail = traceback.format_exc() if verbose else ""
+        return False, f"eager: transformers raised {type(e).__name__}: {e}", detail
+    bitwise, max_ulp, idx, got, want = ulp_compare(torch, case.eager_out, out)
+    if bitwise:
+        return True, "eager ok (bitwise)", ""
+    if max_ulp <= 1:
+        return True, "eager ok (max 1 ulp)", ""
+    detail = ""
+    if idx is not None:
+        b, i, h, d = unravel(idx, list(out.shape))
+        detail = (f"    eager: largest difference at [b={b}, i={i}, h={h}, d={d}]: C++ {got!r}, transformers {want!r}\n"
+                  f"    eager: {int((ordered_bits(torch, case.eager_out) != ordered_bits(torch, out)).sum())} of "
+                  f"{out.numel()} elements differ")
+        # the first differing element in row-major order as well
+        diff = (ordered_bits(torch, case.eager_out) - ordered_bits(torch, out)).abs().flatten()
+        first = int(torch.nonzero(diff > 1)[0]) if bool((diff > 1).any()) else None
+        if first is not None:
+            fb, fi, fh, fd = unravel(first, list(out.shape))
+            detail += (f"\n    eager: first element beyond 1 ulp [b={fb}, i={fi}, h={fh}, d={fd}]: "
+                       f"C++ {float(case.eager_out.flatten()[first])!r}, transformers {float(out.flatten()[first])!r}")
+    what = "shape/dtype differ" if idx is None else f"max {max_ulp:g} ulp"
+    return False, f"eager MISMATCH ({what})", detail
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Flash dispatch with stand-in kernels
+
+_UNSET = object()
+
+
+class KernelFault(Exception):
+    """A stand-in kernel rejects its inputs, as FlashAttention's own shape checks would."""
+
+
+def kernel_fault(call):
+    """Why a recorded varlen call would read outside its tensors (FlashAttention does not check: on a GPU that
+    is an illegal memory access or garbage), or None."""
+    if call["kind"] != "varlen":
+        return None
+    cu_q, cu_k = call["cu_seqlens_q"], call["cu_seqlens_k"]
+    if len(cu_q) != len(cu_k):
+        return f"cu_seqlens_q has {len(cu_q)} entries and cu_seqlens_k {len(cu_k)}"
+    if min(cu_q[0], cu_k[0]) < 0 or any(b < a for a, b in zip(cu_q, cu_q[1:])) or \
+            any(b < a for a, b in zip(cu_k, cu_k[1:])):
+        return "cu_seqlens are negative or decrease"
+    if cu_q[-1] > call["q_rows"] or cu_k[-1] > call["k_rows"]:
+        return (f"cu_seqlens reach query row {cu_q[-1]} and key row {cu_k[-1]}, but the call has "
+                f"{call['q_rows']} query and {call['k_rows']} key rows")
+    return None
+
+
+class Recorder:
+    """Collects the stand-in kernels' calls (module-level functions below, named like flash-attn's so that a
+    TypeError from a bad call reads as the real one would)."""
+
+    active = None
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.calls = []
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=_UNSET, softcap=_UNSET, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """Stand-in with flash-attn 2's signature: records the call; output row r holds r + 1 for the rows of
+    [cu_seqlens_q[0], cu_seqlens_q[-1]) and -1 elsewhere (real FlashAttention leaves those rows unwritten)."""
+    rec = Recorder.active
+    torch = rec.torch
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        raise KernelFault(f"flash_attn_varlen_func: q, k, v must be (total, heads, head_dim), got q {list(q.shape)}, "
+                          f"k {list(k.shape)}, v {list(v.shape)}")
+    cu_q, cu_k = as_int_list(cu_seqlens_q), as_int_list(cu_seqlens_k)
+    rec.calls.append({
+        "kind": "varlen", "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
+        "max_seqlen_q": as_int(max_seqlen_q), "max_seqlen_k": as_int(max_seqlen_k), "causal": bool(causal),
+        "window_size": None if window_size is _UNSET else [int(x) for x in window_size],
+        "softcap": None if softcap is _UNSET else softcap, "softmax_scale": softmax_scale,
+        "q_rows": int(q.shape[0]), "k_rows": int(k.shape[0])})
+    n = q.shape[0]
+    out = torch.full((n, q.shape[1], q.shape[2]), -1.0, dtype=torch.float32)
+    lo, hi = max(cu_q[0], 0), min(cu_q[-1], n)
+    if hi > lo:
+        out[lo:hi] = (torch.arange(lo, hi, dtype=torch.float32) + 1)[:, None, None]
+    return out
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=_UNSET, softcap=_UNSET,
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """Stand-in with flash-attn 2's signature: records the call; out[b, i] = b * Lq + i + 1."""
+    rec = Recorder.active
+    torch = rec.torch
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise KernelFault(f"flash_attn_func: q, k, v must be (batch, seqlen, heads, head_dim), got q {list(q.shape)}, "
+                          f"k {list(k.shape)}, v {list(v.shape)}")
+    rec.calls.append({
+        "kind": "dense", "causal": bool(causal),
+        "window_size": None if window_size is _UNSET else [int(x) for x in window_size],
+        "softcap": None if softcap is _UNSET else softcap, "softmax_scale": softmax_scale})
+    B, L = q.shape[0], q.shape[1]
+    marks = torch.arange(B * L, dtype=torch.float32).reshape(B, L) + 1
+    return marks[:, :, None, None].expand(B, L, q.shape[2], q.shape[3]).contiguous()
+
+
+def install_standins(torch, rec):
+    from transformers import modeling_flash_attention_utils as fau
+
+    Recorder.active = rec
+    fau._loaded_implementation = "flash_attention_2"
+    fau._flash_fn = flash_attn_func
+    fau._flash_varlen_fn = flash_attn_varlen_func
+    fau._flash_with_kvcache_fn = None
+    fau._pad_fn = fau._pad_input
+    fau._unpad_fn = fau._unpad_input
+    fau._process_flash_kwargs_fn = fau._lazy_define_process_function(flash_attn_varlen_func)
+
+
+def decode_rows(torch, out):
+    """Final flash output -> origin of each row (see the module docstring of the export format)."""
+    flat = out.reshape(-1, out.shape[-2], out.shape[-1]).float()
+    col = flat[:, 0, 0]
+    if not bool((flat == col[:, None, None]).all()):
+        raise RuntimeError("stand-in markers are not constant across heads/dims (the dispatch mixed rows)")
+    rows = []
+    for x in col.tolist():
+        if x >= 1:
+            rows.append(int(round(x)) - 1)
+        elif x == 0:
+            rows.append(-1)
+        elif x == -1:
+            rows.append(-2)
+        else:
+            raise RuntimeError(f"unexpected marker {x}")
+    return rows
+
+
+def run_flash(torch, transformers, case, sliding_cache):
+    """Returns ('ok', branch, call, rows, fault or None), ('error', message, traceback) when transformers
+    raises, or ('fault', message, traceback) when a stand-in kernel rejects its inputs."""
+    from transformers import modeling_flash_attention_utils as fau
+    from transformers.integrations import flash_attention as fai
+
+    rec = Recorder(torch)
+    install_standins(torch, rec)
+    try:
+        cache, k_new, v_new = case.make_cache(transformers, torch, sliding_cache)
+        mask = case.build_mask(transformers, torch, "flash_attention_2", cache)
+        k, v = case.layer_kv(cache, k_new, v_new)
+        cfg = case.config(transformers, "flash_attention_2")
+        module = make_module(torch, cfg, case)
+        q = case.q.transpose(1, 2)
+        kwargs = {}
+        if case.pos_attn is not None:
+            kwargs["position_ids"] = case.pos_attn
+        vk = case.varlen_kwargs
+        if vk is not None:
+            for name in ("cu_seq_lens_q", "cu_seq_lens_k"):
+                if vk.get(name) is not None:
+                    kwargs[name] = torch.tensor(vk[name], dtype=torch.int32)
+            for name in ("max_length_q", "max_length_k"):
+                if vk.get(name) is not None:
+                    kwargs[name] = int(vk[name])
+        sliding = int(case.W) if case.W is not None else None
+        softcap = float(case.softcap) if case.softcap is not None else None
+        with torch.no_grad():
+            if case.query_length == case.Lq:
+                out, _ = fai.flash_attention_forward(module, q, k, v, mask, dropout=0.0, scaling=case.scaling,
+                                                     sliding_window=sliding, softcap=softcap, **kwargs)
+            else:
+                # A sequence-parallel patch calls the dispatch itself with its own query_length; the rest as
+                # flash_attention_forward would pass it.
+                qf, kf, vf = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                out = fau._flash_attention_forward(
+                    qf, kf, vf, mask, query_length=case.query_length, is_causal=module.is_causal, dropout=0.0,
+                    softmax_scale=case.scaling, sliding_window=sliding, softcap=softcap,
+                    use_top_left_mask=fai._use_top_left_mask, target_dtype=fai.get_target_dtype(qf, module),
+                    attn_implementation=cfg._attn_implementation, layer_idx=0, s_aux=None, **kwargs)
+    except KernelFault as e:
+        return ("fault", str(e), traceback.format_exc())
+    except Exception as e:  # noqa: BLE001
+        return ("error", f"{type(e).__name__}: {e}", traceback.format_exc())
+    if len(rec.calls) != 1:
+        return ("error", f"harness: {len(rec.calls)} kernel calls recorded", "")
+    call = rec.calls[0]
+    if call["kind"] == "dense":
+        branch = "dense"
+    elif mask is not None:
+        branch = "mask"
+    elif vk is not None and all(vk.get(n) is not None for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
+                                                                   "max_length_k")):
+        branch = "varlen_kwargs"
+    else:
+        branch = "packed"
+    try:
+        rows = decode_rows(torch, out)
+    except Exception as e:  # noqa: BLE001
+        return ("error", f"harness: cannot decode the flash output {list(out.shape)}: {e}", traceback.format_exc())
+    return ("ok", branch, call, rows, kernel_fault(call))
+
+
+def first_list_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i, x, y
+    return min(len(a), len(b)), None, None
+
+
+def check_flash(torch, transformers, case, verbose, sliding_cache, show=False):
+    exp = case.flash_expect
+    res = run_flash(torch, transformers, case, sliding_cache)
+    if show:
+        if res[0] in ("error", "fault"):
+            print(f"    transformers: {res[0]} {res[1]!r}")
+        else:
+            print(f"    transformers: branch {res[1]}, call {json.dumps(res[2])}\n    transformers: flash_rows {res[3]}"
+                  + (f"\n    transformers: kernel fault: {res[4]}" if res[4] else ""))
+    if res[0] == "fault":
+        # transformers made a call that FlashAttention itself rejects: the C++ must report an error (any message)
+        if exp["branch"] == "error":
+            return True, "flash ok (error: the kernel rejects the call)", ""
+        return False, f"flash MISMATCH (C++ branch {exp['branch']}, the kernel rejects transformers' call)", (
+            f"    flash: {res[1]}")
+    if res[0] == "error":
+        _, msg, tb = res
+        if exp["branch"] != "error":
+            return False, f"flash MISMATCH (C++ branch {exp['branch']}, transformers raised {msg})", (
+                tb.rstrip() if verbose else "")
+        want = exp.get("error", "")
+        if want and (want == msg or want in msg):
+            return True, "flash ok (error)", ""
+        return False, "flash MISMATCH (error message)", f"    flash: C++ error {want!r}\n    flash: transformers {msg!r}"
+    _, branch, call, rows, fault = res
+    if exp["branch"] == "error" and fault:
+        # FlashAttention does not check bounds: the C++ may report the call as the fault it is
+        return True, "flash ok (error: the call reads outside its tensors)", ""
+    if exp["branch"] == "error":
+        return False, f"flash MISMATCH (C++ error, transformers ran branch {branch})", (
+            f"    flash: C++ error {exp.get('error')!r}\n    flash: transformers call {json.dumps(call)}")
+    diffs, details = [], []
+    if exp["branch"] != branch:
+        diffs.append("branch")
+        details.append(f"    flash: branch C++ {exp['branch']!r}, transformers {branch!r}")
+    ec = exp.get("call") or {}
+    if ec.get("kind") != call["kind"]:
+        diffs.append("kind")
+        details.append(f"    flash: call.kind C++ {ec.get('kind')!r}, transformers {call['kind']!r}")
+    if call["kind"] == "varlen" and ec.get("kind") == "varlen":
+        for key in ("cu_seqlens_q", "cu_seqlens_k"):
+            got = [int(x) for x in ec.get(key) or []] if ec.get(key) is not None else None
+            if got != call[key]:
+                diffs.append(key)
+                details.append(f"    flash: {key} C++ {got}, transformers {call[key]}")
+        for key in ("max_seqlen_q", "max_seqlen_k"):
+            got = as_int(ec.get(key)) if ec.get(key) is not None else None
+            if got != call[key]:
+                diffs.append(key)
+                details.append(f"    flash: {key} C++ {got}, transformers {call[key]}")
+    if bool(ec.get("causal")) != call["causal"]:
+        diffs.append("causal")
+        details.append(f"    flash: causal C++ {ec.get('causal')}, transformers {call['causal']}")
+    ews = ec.get("window_size")
+    ews = [int(x) for x in ews] if ews is not None else None
+    if ews != call["window_size"]:
+        diffs.append("window_size")
+        details.append(f"    flash: window_size C++ {ews}, transformers {call['window_size']}")
+    if not floats_close(ec.get("softcap"), call["softcap"]):
+        diffs.append("softcap")
+        details.append(f"    flash: softcap C++ {ec.get('softcap')!r}, transformers {call['softcap']!r}")
+    if not floats_close(ec.get("softmax_scale"), call["softmax_scale"]):
+        diffs.append("softmax_scale")
+        details.append(f"    flash: softmax_scale C++ {ec.get('softmax_scale')!r}, transformers {call['softmax_scale']!r}")
+    if "flash_rows" not in case.t:
+        diffs.append("flash_rows")
+        details.append("    flash: the tensors file has no 'flash_rows'")
+    else:
+        want_rows = [int(x) for x in case.t["flash_rows"].reshape(-1).tolist()]
+        if want_rows != rows:
+            diffs.append("flash_rows")
+            i, x, y = first_list_diff(want_rows, rows)
+            if x is None:
+                details.append(f"    flash: flash_rows length C++ {len(want_rows)}, transformers {len(rows)}")
+            else:
+                details.append(f"    flash: flash_rows first difference at row {i}: C++ {x}, transformers {y}")
+            details.append(f"    flash: flash_rows C++          {want_rows}\n    flash: flash_rows transformers {rows}")
+    if diffs:
+        shown = {k: v for k, v in call.items() if k not in ("q_rows", "k_rows")}
+        details.append(f"    flash: C++ call          {json.dumps(ec)}\n    flash: transformers call {json.dumps(shown)}")
+        return False, f"flash MISMATCH ({branch}: {', '.join(diffs)})", "\n".join(details)
+    return True, f"flash ok ({branch})", ""
+
+
+# ------------------------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", help="directory written by `flashcheck export --out DIR`")
+    ap.add_argument("--verbose", "-v", action="store_true", help="details of every mismatch")
+    ap.add_argument("--only", metavar="REGEX", help="only cases whose name matches REGEX")
+    ap.add_argument("--sliding-cache", choices=("full", "model"), default="full",
+                    help="dynamic cache of sliding-window cases: 'full' (default) a DynamicCache holding the whole "
+                         "history, as the export's K/V are; 'model' DynamicCache(config=config) as Mistral/Gemma2 "
+                         "build it, which keeps only the last W-1 past columns (K/V, mask length, window test)")
+    ap.add_argument("--show", action="store_true", help="print transformers' kernel call and flash rows for every case")
+    ap.add_argument("--quiet", "-q", action="store_true",
+                    help="print only the cases that differ (with details) and the summary")
+    ap.add_argument("--any-version", action="store_true", help=f"run even if transformers is not {WANT_TRANSFORMERS}")
+    args = ap.parse_args(argv)
+
+    try:
+        cases = load_manifest(args.dir)
+    except BadInput as e:
+        print(f"hf_crosscheck: bad input: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        print(f"hf_crosscheck: {e} (run tools/hf_crosscheck/run.sh, which installs transformers=={WANT_TRANSFORMERS})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if transformers.__version__ != WANT_TRANSFORMERS and not args.any_version:
+        print(f"hf_crosscheck: transformers is {transformers.__version__}, want {WANT_TRANSFORMERS}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    transformers.logging.set_verbosity_error()
+
+    n_ok = n_bad = n_input = 0
+    eager_fail = flash_fail = 0
+    branches = {}
+    for entry in cases:
+        name = entry["name"]
+        if args.only and not re.search(args.only, name):
+            continue
+        try:
+            case = Case(torch, entry, args.dir)
+        except BadInput as e:
+            print(f"BAD   {name}: {e}")
+            n_input += 1
+            continue
+        e_ok, e_msg, e_detail = check_eager(torch, transformers, case, args.verbose, args.sliding_cache)
+        f_ok, f_msg, f_detail = check_flash(torch, transformers, case, args.verbose, args.sliding_cache, args.show)
+        status = "ok  " if e_ok and f_ok else "FAIL"
+        m = re.search(r"\((\w+)", f_msg)
+        branch = m.group(1) if m else "?"
+        branches[branch] = branches.get(branch, 0) + 1
+        if not args.quiet or status == "FAIL":
+            print(f"{status}  {name}: {e_msg}; {f_msg}")
+        if args.verbose or (args.quiet and status == "FAIL"):
+            for d in (e_detail, f_detail):
+                if d:
+                    print(d)
+        if e_ok and f_ok:
+            n_ok += 1
+        else:
+            n_bad += 1
+        eager_fail += not e_ok
+        flash_fail += not f_ok
+    total = n_ok + n_bad + n_input
+    print(f"hf_crosscheck: {total} cases, {n_ok} agree, {n_bad} differ (eager {eager_fail}, flash {flash_fail}), "
+          f"{n_input} bad input; flash branches " +
+          ", ".join(f"{k} {v}" for k, v in sorted(branches.items())) + f"; transformers {transformers.__version__}, torch {torch.__version__}")
+    if n_input:
+        return EXIT_BAD_INPUT
+    return EXIT_MISMATCH if n_bad else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
