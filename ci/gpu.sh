@@ -169,7 +169,7 @@ if has reach; then
   plugin_args=()
   prefix=$(cd "$out" && pwd)/prefix
   if [ -f "$bin/CMakeCache.txt" ] && cmake --install "$bin" --prefix "$prefix" > "$out/reach-install.log" 2>&1 &&
-     cmake -S examples/plugins/cuda_attention -B "$out/cuda-plugin" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+     cmake -S examples/plugins/cuda_attention -B "$out/cuda-plugin" -G Ninja -DCMAKE_PREFIX_PATH="$prefix;$root/build/deps/usr" \
        -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/reach-plugin.log" 2>&1 && cmake --build "$out/cuda-plugin" >> "$out/reach-plugin.log" 2>&1; then
     plugin_args=(--plugin "$out/cuda-plugin/libexample_cuda_attention.so")
     reach+=(example-cuda-attention)
@@ -199,7 +199,7 @@ PY
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.
-tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null
+tar czf "$out.tgz" --exclude=prefix --exclude=cuda-plugin -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null
 echo
 printf '%s\n' "${table[@]}"
 exit $status

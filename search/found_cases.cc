@@ -1,6 +1,7 @@
 #include "search/found_cases.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -14,9 +15,10 @@ namespace flashcheck {
 namespace fs = std::filesystem;
 
 std::string inflight_path(const std::string& dir, const Kernel& k, const Property& p) {
-  std::string label = p.label();
-  std::replace(label.begin(), label.end(), '/', '-');
-  return (fs::path(dir) / fmt::format("inflight-{}-{}.json", k.name(), label)).string();
+  // Kernel names can hold any character (py:package.module:function): keep the file name portable.
+  std::string name = fmt::format("inflight-{}-{}.json", k.name(), p.label());
+  std::replace_if(name.begin(), name.end(), [](char ch) { return !(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_'); }, '-');
+  return (fs::path(dir) / name).string();
 }
 
 void write_inflight(const std::string& path, const AnyCase& c) {

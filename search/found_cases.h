@@ -13,7 +13,7 @@
 
 namespace flashcheck {
 
-// OUT/inflight-<kernel>-<property label, '/' as '-'>.json
+// OUT/inflight-<kernel>-<property label>.json, characters other than letters, digits, '.', '-', '_' as '-'
 std::string inflight_path(const std::string& dir, const Kernel& k, const Property& p);
 void write_inflight(const std::string& path, const AnyCase& c);
 // The case of a descriptor, or nothing when it is missing or unreadable (a worker killed mid-write).

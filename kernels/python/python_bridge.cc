@@ -26,7 +26,8 @@ constexpr const char* kShim = R"PY(
 import importlib, json, sys, traceback, types
 
 def _last_line(exc):
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+    # The traceback's last line, "ExcType: message", cut at the message's first line break.
+    return traceback.format_exception_only(type(exc), exc)[-1].strip().split("\n")[0]
 
 def load(spec):
     try:

@@ -15,14 +15,15 @@ CONTRACT = {
     "summary": "torch.nn.attention.flex_attention (torch.compile, dynamic shapes), document masking for varlen",
     "device": "cuda",
     "features": {"bottom_right": "native", "top_left": "native", "window": "native", "softcap": "native",
-                 "gqa": "native", "varlen": "native", "seqused_k": "native", "zero_length": "native"},
+                 "gqa": "native", "varlen": "native", "seqused_k": "native"},
     "dtypes": ["fp16", "bf16", "fp32"],
     "max_head_dim": 256,
     "head_dim_multiple": 16,
     "empty_row": "zero",
     "returns_lse": True,
     "deterministic": True,
-    "notes": ["varlen: one (1, H, total, d) call with a document mask_mod over cu_seqlens",
+    "notes": ["zero-length sequences excluded: a batch without keys makes an empty (1, H, 0, d) call",
+              "varlen: one (1, H, total, d) call with a document mask_mod over cu_seqlens",
               "causal and windows: mask_mod on positions within the document (bottom-right unless top-left)",
               "softcap: score_mod tanh; GQA: enable_gqa=True"],
 }
@@ -70,23 +71,22 @@ def attention(q, k, v, out, lse, args):
     doc_k, pos_k = _document_maps(cu_k, total_k, device)
     # Bottom-right: the diagonal of document b is offset by (used keys - queries).
     offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q
-    left, right = args.window_left, args.window_right
+    # Window and softcap as tensors: values captured by the mods' closures would be guarded by value and
+    # recompile the kernel for every new window; tensors are inputs of one compiled graph.
+    left = torch.tensor(args.window_left, dtype=torch.int32, device=device)
+    right = torch.tensor(args.window_right, dtype=torch.int32, device=device)
 
     def mask_mod(b, h, qi, ki):
-        d = doc_q[qi]
-        same = (d == doc_k[ki]) & (d >= 0)
+        d = doc_q[qi].clamp(min=0)
         kp = pos_k[ki]
-        diag = pos_q[qi] + offset[d.clamp(min=0)]
-        ok = same & (kp < used_t[d.clamp(min=0)])
-        if right >= 0:
-            ok = ok & (kp <= diag + right)
-        if left >= 0:
-            ok = ok & (kp >= diag - left)
-        return ok
+        diag = pos_q[qi] + offset[d]
+        ok = (doc_q[qi] == doc_k[ki]) & (doc_q[qi] >= 0) & (kp < used_t[d])
+        ok = ok & ((right < 0) | (kp <= diag + right))
+        return ok & ((left < 0) | (kp >= diag - left))
 
     score_mod = None
     if args.softcap > 0:
-        cap = args.softcap
+        cap = torch.tensor(args.softcap, dtype=torch.float32, device=device)
 
         def score_mod(score, b, h, qi, ki):
             return cap * torch.tanh(score / cap)
