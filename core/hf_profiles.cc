@@ -12,7 +12,9 @@ using enum PackedTrigger;
 constexpr std::array<ProfileSpec, 5> kProfiles{{
     {.profile = Profile::kHfMain,
      .name = "hf-main",
-     .releases = "transformers main as of 5.17.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525",
+     .releases = "transformers v5.15.0 - v5.24.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525",
+     .first_release = "5.15.0",
+     .last_release = "5.24.0",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer "
                 "decides), #46914 (a static cache keeps its all-true mask), #47525 (sequences start at the minimum)",
      .description = "current dispatch: varlen from position_ids only for a packed batch-1 row, sequences starting "
@@ -25,6 +27,8 @@ constexpr std::array<ProfileSpec, 5> kProfiles{{
     {.profile = Profile::kHf455,
      .name = "hf-4.55",
      .releases = "transformers v4.54.0 - v4.55.0",
+     .first_release = "4.54.0",
+     .last_release = "4.55.0",
      .sources = "#39474 (any position_ids take varlen; generate passes cu_seqlens), #39341 (max_seqlen from the "
                 "cu_seqlens steps), #39814 (no 0 in position_ids raises), #39408 (window (W, W))",
      .description = "any position_ids take the varlen path (batch rows past the first go unwritten); generate's own "
@@ -32,14 +36,17 @@ constexpr std::array<ProfileSpec, 5> kProfiles{{
      .switches = {.window_size_w_w = true, .generate_passes_varlen_kwargs = true, .packed_trigger = kAnyPositionIds}},
     {.profile = Profile::kHf453,
      .name = "hf-4.53",
-     .releases = "transformers v4.45 - v4.53",
+     .releases = "transformers v4.53.0 - v4.53.2 (eager without packed-sequence masks)",
+     .first_release = "4.53.0",
+     .last_release = "4.53.2",
      .sources = "#32487 (varlen only for decreasing position_ids), #33932 (or caller max_length_q), #37332 (batch 1 "
                 "only), #31629 (max_seqlen = max(position_ids) + 1), #39408 (window (W, W))",
      .description = "varlen only for batch 1 with decreasing position_ids or caller kwargs; max_seqlen from the "
                     "largest position; window (W, W)",
      .switches = {.window_size_w_w = true,
                   .packed_trigger = kBatch1Decreasing,
-                  .max_seqlen_from_max_position = true}},
+                  .max_seqlen_from_max_position = true,
+                  .eager_packed_segments = false}},
     {.profile = Profile::kHf202508,
      .name = "hf-2025-08",
      .releases = "transformers main between #40002/#40163 and #40424 (August 2025)",
@@ -88,6 +95,40 @@ const std::vector<Profile>& all_profiles() {
     return v;
   }();
   return all;
+}
+
+namespace {
+
+// "4.55.0" -> {4, 55, 0}; anything unparsable compares as empty.
+std::vector<int> version_parts(std::string_view v) {
+  std::vector<int> parts;
+  int x = 0;
+  bool digit = false;
+  for (char c : v) {
+    if (c >= '0' && c <= '9') {
+      x = x * 10 + (c - '0');
+      digit = true;
+    } else if (c == '.' && digit) {
+      parts.push_back(x);
+      x = 0;
+      digit = false;
+    } else {
+      break;  // a suffix such as ".dev0" or "rc1" ends the numeric part
+    }
+  }
+  if (digit) parts.push_back(x);
+  return parts;
+}
+
+}  // namespace
+
+std::optional<Profile> profile_for_release(std::string_view version) {
+  const std::vector<int> v = version_parts(version);
+  if (v.empty()) return std::nullopt;
+  for (const ProfileSpec& row : kProfiles)
+    if (!row.first_release.empty() && version_parts(row.first_release) <= v && v <= version_parts(row.last_release))
+      return row.profile;
+  return std::nullopt;
 }
 
 std::string_view profile_name_list() {

@@ -51,6 +51,9 @@ struct ProfileSwitches {
   // cu_seqlens step; with no sequence start FlashAttention then rejects the empty batch itself instead of
   // torch's .max() raising on the empty diff (#39814).
   bool max_seqlen_from_max_position = false;
+  // Eager's masks separate packed sequences (masking_utils.find_packed_sequence_indices, #39194, v4.53.3 and
+  // v4.54+); before that eager attends across them, so the eager oracle (oracles/hf_masks) follows this switch.
+  bool eager_packed_segments = true;
 
   bool operator==(const ProfileSwitches&) const = default;
 };
@@ -59,6 +62,9 @@ struct ProfileSpec {
   Profile profile;
   std::string_view name;         // the key fixtures and the CLI use: "hf-main"
   std::string_view releases;     // which code it replays
+  // The PyPI releases it models exactly, inclusive ("" for both: no release, e.g. a main-branch state).
+  // tools/hf_crosscheck/matrix.sh checks every profile against a release of its range.
+  std::string_view first_release, last_release;
   std::string_view sources;      // the upstream PRs and issues that define its behaviour
   std::string_view description;  // one line: how it differs
   ProfileSwitches switches;
@@ -78,5 +84,8 @@ std::optional<Profile> parse_profile(std::string_view name);
 const std::vector<Profile>& all_profiles();
 // "hf-main, hf-4.55, ... or fastchat-2023", for messages about an unknown name.
 std::string_view profile_name_list();
+
+// The profile whose release range holds `version` ("4.55.0"), or nullopt.
+std::optional<Profile> profile_for_release(std::string_view version);
 
 }  // namespace flashcheck::hf
