@@ -111,6 +111,7 @@ void write_export(const std::string& out, const std::vector<NamedModelCase>& cas
   fs::create_directories(dir);
   json manifest = {{"schema", "flashcheck.export/1"},
                    {"profile", hf::to_string(profile)},
+                   {"profile_releases", json::array({hf::profile_spec(profile).first_release, hf::profile_spec(profile).last_release})},
                    {"tolerance", tolerance_json()},
                    {"cases", json::array()}};
   for (std::size_t i = 0; i < cases.size(); ++i) {

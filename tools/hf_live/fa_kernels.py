@@ -26,6 +26,9 @@ import torch
 
 FAKE_VERSION = "2.8.3"
 BACKEND = {"name": "reference"}
+# tools/hf_crosscheck/crosscheck.py records the calls instead: HOOKS["varlen"] / HOOKS["dense"] then receive every
+# call (with the flash-attn defaults filled in) and return its output.
+HOOKS = {"varlen": None, "dense": None}
 
 
 class Unsupported(Exception):
@@ -112,12 +115,17 @@ def _torch_fa2(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, left, right, so
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, block_table=None):
+    if HOOKS["varlen"] is not None:
+        return HOOKS["varlen"](q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)
     _check(q, k, v, 3)
     if alibi_slopes is not None or block_table is not None or return_attn_probs:
         raise Unsupported("alibi, paged KV and attention probabilities are not modelled")
     if dropout_p:
         raise Unsupported("dropout is random: nothing to compare")
     cq, ck = _ints(cu_seqlens_q), _ints(cu_seqlens_k)
+    if len(cq) < 2:
+        raise RuntimeError("batch size must be postive")  # flash-attn's message, spelling included
     if len(cq) != len(ck):
         raise RuntimeError(f"cu_seqlens_q has {len(cq)} entries and cu_seqlens_k {len(ck)}")
     if any(b < a for a, b in zip(cq, cq[1:])) or any(b < a for a, b in zip(ck, ck[1:])) or min(cq[0], ck[0]) < 0:
@@ -145,6 +153,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    if HOOKS["dense"] is not None:
+        return HOOKS["dense"](q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                              softcap=softcap)
     _check(q, k, v, 4)
     if alibi_slopes is not None or return_attn_probs:
         raise Unsupported("alibi and attention probabilities are not modelled")

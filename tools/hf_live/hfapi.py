@@ -23,6 +23,11 @@ class ApiBreak(Exception):
     """The release lacks, or changed, an entry point the harness needs."""
 
 
+class NotInRelease(ApiBreak):
+    """The case uses a feature this release does not have (a bidirectional decoder layer before 5.x): the path is
+    unsupported there, not broken."""
+
+
 class BadInput(Exception):
     pass
 
@@ -160,6 +165,10 @@ def load_manifest(root):
 class Release:
     """Probes of one installed transformers. Construct after fa_kernels.install() (or with flash=False)."""
 
+    sliding_cache = "full"
+    last_flash_mask = None  # what run_flash passed, for the cross-check's branch label
+    last_flash_kwargs = None
+
     def __init__(self, flash=True):
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -223,7 +232,8 @@ class Release:
 
     def make_cache(self, case):
         """(cache or None, k_new, v_new) with the first P columns stored; k/v in [B, H, L, D]. A sliding-window
-        dynamic cache is a plain DynamicCache (the export's K/V hold the whole history)."""
+        dynamic cache is a plain DynamicCache (the export's K/V hold the whole history) unless sliding_cache is
+        "model": DynamicCache(config=config) as Mistral/Gemma2 build it."""
         torch, tr = self.torch, self.transformers
         k, v = case.k.transpose(1, 2), case.v.transpose(1, 2)
         if case.static_len is not None:
@@ -245,7 +255,10 @@ class Release:
             if cache is None:
                 raise ApiBreak(f"StaticCache: no known constructor fits ({'; '.join(errors)})")
         elif case.use_cache:
-            cache = tr.DynamicCache()
+            if case.W is not None and self.sliding_cache == "model":
+                cache = tr.DynamicCache(config=self.config(case, "eager"))
+            else:
+                cache = tr.DynamicCache()
         else:
             cache = None
         if cache is not None and case.P > 0:
@@ -291,6 +304,8 @@ class Release:
         embeds = torch.zeros(case.B, case.Lq, 1, dtype=case.dtype)
         cache_position = torch.arange(case.P, case.P + case.Lq, dtype=torch.int64)
         mu = self.masking_utils
+        if not case.causal and attn_implementation != "flash_attention_2" and not self._masks_read_is_causal():
+            raise NotInRelease(f"transformers {self.version}'s masks are causal only (config.is_causal arrived in 5.x)")
         if mu is not None:
             name = "create_sliding_window_causal_mask" if case.W is not None else "create_causal_mask"
             fn = getattr(mu, name, None)
@@ -305,6 +320,15 @@ class Release:
                 kwargs.pop("position_ids")  # v4.53: masks know no packed sequences
             return fn(**kwargs)
         return self._legacy_mask(case, cfg, embeds, cache_position, cache)
+
+    def _masks_read_is_causal(self):
+        if self.masking_utils is None:
+            return False
+        try:
+            src = inspect.getsource(self.masking_utils)
+        except (OSError, TypeError):
+            return False
+        return 'getattr(config, "is_causal"' in src or "config.is_causal" in src
 
     def _legacy_mask(self, case, cfg, embeds, cache_position, cache):
         tr = self.transformers
@@ -401,6 +425,7 @@ class Release:
         if case.via_generate and case.varlen_kwargs is None:
             gen_cache, _, _ = self.make_cache(case)  # prepare_inputs_for_generation reads the cache before the step
         kwargs = self.flash_kwargs(case, gen_cache if gen_cache is not None else cache)
+        self.last_flash_mask, self.last_flash_kwargs = mask, kwargs
         k, v = self.layer_kv(case, cache, k_new, v_new)
         cfg = self.config(case, "flash_attention_2")
         module = self.module(cfg, case)

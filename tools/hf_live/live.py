@@ -33,7 +33,7 @@ PATHS = ("flash", "sdpa")
 
 def classify(exc, release):
     """Where an exception came from: 'raises' (transformers or the kernel it called) or 'api-break'."""
-    if isinstance(exc, fa_kernels.Unsupported):
+    if isinstance(exc, (fa_kernels.Unsupported, hfapi.NotInRelease)):
         return "unsupported"
     if isinstance(exc, hfapi.ApiBreak):
         return "api-break"
@@ -52,7 +52,7 @@ def classify(exc, release):
 
 
 def message(exc):
-    if isinstance(exc, fa_kernels.Unsupported):
+    if isinstance(exc, (fa_kernels.Unsupported, hfapi.NotInRelease)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}".strip()
 
