@@ -1,120 +1,34 @@
 // `flashcheck export`: model-level cases with the C++ oracle's results, for tools/hf_crosscheck/crosscheck.py to check
 // against transformers itself. The format is that script's input (its docstring and README's
-// "Cross-check" section): DIR/manifest.json plus one safetensors file per case.
-#include <filesystem>
+// "Cross-check" section): DIR/manifest.json plus one safetensors file per case (cli/export_cases.h).
 #include <fmt/format.h>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "cli/commands.h"
+#include "cli/export_cases.h"
 #include "core/error.h"
-#include "core/fixture.h"
-#include "core/model_case_json.h"
-#include "core/model_tensors.h"
-#include "core/safetensors.h"
-#include "oracles/hf_eager.h"
-#include "oracles/hf_flash_path.h"
-#include "search/samples.h"
 
 namespace flashcheck::cli {
-namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-json flash_json(const hf::FlashPlan& plan) {
-  json j = {{"profile", hf::to_string(plan.profile)}, {"branch", hf::to_string(plan.branch)}};
-  if (plan.branch == hf::FlashBranch::kError) {
-    j["error"] = plan.error;
-    return j;
-  }
-  const hf::FlashCall& c = plan.call;
-  json call = {{"kind", c.varlen ? "varlen" : "dense"},
-               {"causal", c.causal},
-               {"window_size", c.window ? json::array({c.window->first, c.window->second}) : json(nullptr)},
-               {"softcap", c.softcap ? json(*c.softcap) : json(nullptr)},
-               {"softmax_scale", c.scale}};
-  if (c.varlen) {
-    call["cu_seqlens_q"] = c.cu_q;
-    call["cu_seqlens_k"] = c.cu_k;
-    call["max_seqlen_q"] = c.max_q;
-    call["max_seqlen_k"] = c.max_k;
-  }
-  j["call"] = std::move(call);
-  return j;
-}
-
-void write_case(const fs::path& dir, const std::string& file, const ModelCase& m, const hf::FlashPlan& plan) {
-  const ModelTensors t = materialize(m);
-  const hf::EagerResult eager = hf::eager_attention(m, t);
-  SafetensorsFile f;
-  f.metadata["format"] = "flashcheck.export/1";
-  f.tensors["q"] = store_floats(t.q.data, t.q.shape, m.dtype);
-  f.tensors["k"] = store_floats(t.k.data, t.k.shape, m.dtype);
-  f.tensors["v"] = store_floats(t.v.data, t.v.shape, m.dtype);
-  f.tensors["eager_out"] = store_floats(eager.out.data, eager.out.shape, m.dtype);
-  if (m.attention_mask) {
-    std::vector<std::int64_t> flat;
-    for (const auto& row : *m.attention_mask) flat.insert(flat.end(), row.begin(), row.end());
-    f.tensors["attention_mask"] = store_int64(flat, {m.batch, m.past + m.q_len});
-  }
-  const auto pos = m.effective_position_ids();
-  std::vector<std::int64_t> flat;
-  for (int copy = 0; copy < (m.position_ids_3d ? 3 : 1); ++copy)
-    for (const auto& row : pos) flat.insert(flat.end(), row.begin(), row.end());
-  std::vector<std::int64_t> shape{static_cast<std::int64_t>(pos.size()), m.q_len};
-  if (m.position_ids_3d) shape.insert(shape.begin(), 3);
-  f.tensors["position_ids"] = store_int64(flat, shape);
-  if (plan.branch != hf::FlashBranch::kError)
-    f.tensors["flash_rows"] = store_int64(plan.row_source, {static_cast<std::int64_t>(plan.row_source.size())});
-  write_safetensors((dir / file).string(), f);
-}
-
-}  // namespace
 
 int run_export(const ExportOptions& o) {
   const auto profile = hf::parse_profile(o.profile);
   if (!profile) {
-    fmt::print(stderr, "flashcheck export: unknown profile '{}'\n", o.profile);
+    fmt::print(stderr, "flashcheck export: unknown profile '{}' ({})\n", o.profile, hf::profile_name_list());
     return kExitUsage;
   }
-  std::vector<std::pair<std::string, ModelCase>> cases;
+  std::vector<NamedModelCase> cases;
   try {
-    for (const std::string& p : o.fixtures) {
-      if (!fs::exists(p)) throw InputError(p, "", "no such file or directory");
-      for (const std::string& file : find_fixture_files(p)) {
-        const Fixture fx = load_fixture(file);
-        for (std::size_t i = 0; i < fx.model_cases.size(); ++i) {
-          const ModelCase& m = fx.model_cases[i].mcase;
-          cases.emplace_back(fmt::format("{}#m{}{}", fs::path(file).filename().string(), i, m.name.empty() ? "" : ":" + m.name), m);
-        }
-      }
-    }
+    cases = collect_model_cases(o.fixtures, o.generated, o.seed);
+    write_export(o.out, cases, *profile);
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck export: {}\n", e.what());
     return kExitUsage;
-  }
-  std::int64_t i = 0;
-  for (ModelCase& m : sample_model_cases(o.generated, o.seed)) cases.emplace_back(fmt::format("generated-{:04}", i++), std::move(m));
-
-  const fs::path dir(o.out);
-  fs::create_directories(dir);
-  json manifest = {{"schema", "flashcheck.export/1"}, {"cases", json::array()}};
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const auto& [name, m] = cases[i];
-    const std::string file = fmt::format("{:04}.safetensors", i);
-    const hf::FlashPlan plan = hf::plan_flash_path(*profile, m);
-    write_case(dir, file, m, plan);
-    manifest["cases"].push_back({{"name", name}, {"case", model_case_to_json(m)}, {"tensors", file}, {"flash", flash_json(plan)}});
-  }
-  std::ofstream out(dir / "manifest.json", std::ios::trunc);
-  out << manifest.dump(1) << "\n";
-  if (!out) {
-    fmt::print(stderr, "flashcheck export: cannot write {}\n", (dir / "manifest.json").string());
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "flashcheck export: {}\n", e.what());
     return kExitUsage;
   }
   fmt::print("exported {} model cases ({} from fixtures, {} generated) to {}\n", cases.size(), cases.size() - o.generated,
-             o.generated, dir.string());
+             o.generated, o.out);
   return kExitOk;
 }
 

@@ -81,6 +81,20 @@ struct ExportOptions {
 };
 int run_export(const ExportOptions& o);
 
+struct HfLiveOptions {
+  std::string python;                             // the interpreter whose transformers is checked
+  std::vector<std::string> fixtures{"fixtures"};  // model cases of these fixtures, then generated ones
+  std::int64_t generated = 200;
+  std::uint64_t seed = 1;
+  std::string out = "out/hf-live";
+  std::string kernel = "auto";                    // auto | reference | torch-fa2 (tools/hf_live/fa_kernels.py)
+  std::vector<std::string> paths{"flash", "sdpa"};
+  std::string script;                             // default: tools/hf_live/live.py
+  int shrink_rounds = 40;
+  bool json = false;
+};
+int run_hf_live(const HfLiveOptions& o);
+
 struct BenchOptions {
   std::string kernel;
   std::string property = "conformance";

@@ -114,6 +114,25 @@ int main(int argc, char** argv) {
   cmd_export->add_option("--seed,-s", exp.seed, "Seed of the generated cases")->capture_default_str();
   cmd_export->add_option("--profile", exp.profile, "Flash-path profile to plan with")->capture_default_str();
 
+  HfLiveOptions live;
+  auto* cmd_live = app.add_subcommand(
+      "hf-live", "Check the transformers installed for a Python interpreter: its flash and SDPA paths against its eager attention");
+  cmd_live->add_option("--python", live.python, "Interpreter with torch and the transformers to check")->required();
+  cmd_live->add_option("--fixtures", live.fixtures, "Fixture files or folders whose model cases to run")
+      ->expected(1)
+      ->take_all()
+      ->capture_default_str();
+  cmd_live->add_option("--generated,-n", live.generated, "Generated model cases to add")->capture_default_str();
+  cmd_live->add_option("--seed,-s", live.seed, "Seed of the generated cases")->capture_default_str();
+  cmd_live->add_option("--out,-o", live.out, "Directory for the cases and found fixtures")->capture_default_str();
+  cmd_live->add_option("--kernel", live.kernel, "auto | reference (CPU, fp64) | torch-fa2 (CUDA)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "reference", "torch-fa2"}));
+  cmd_live->add_option("--path", live.paths, "Path to check (repeatable): flash, sdpa")->expected(1)->take_all()->capture_default_str();
+  cmd_live->add_option("--script", live.script, "tools/hf_live/live.py elsewhere");
+  cmd_live->add_option("--shrink-rounds", live.shrink_rounds, "Shrink rounds per finding")->capture_default_str();
+  cmd_live->add_flag("--json", live.json, "Machine-readable report (as fuzz --json)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -128,5 +147,6 @@ int main(int argc, char** argv) {
   if (*cmd_mutants) return run_mutants(mutants);
   if (*cmd_bench) return run_bench(bench);
   if (*cmd_export) return run_export(exp);
+  if (*cmd_live) return run_hf_live(live);
   return kExitUsage;
 }

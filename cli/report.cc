@@ -68,7 +68,10 @@ void print_fuzz_report(const FuzzReport& r) {
     fmt::print("    {}\n", describe(f.verdict));
     fmt::print("    shrunk in {} steps ({} attempts{})\n", f.shrink_steps, f.shrink_attempts,
                f.shrink_budget_exhausted ? ", budget exhausted" : "");
-    if (!f.fixture.empty()) fmt::print("    fixture: {}\n    replay:  flashcheck replay {} --kernel {}\n", f.fixture, f.fixture, r.kernel);
+    // hf-live's "kernel" is a transformers release: its fixtures replay on the release's profile, every kernel.
+    const bool live = r.property.rfind("hf-live/", 0) == 0;
+    if (!f.fixture.empty())
+      fmt::print("    fixture: {}\n    replay:  flashcheck replay {}{}\n", f.fixture, f.fixture, live ? "" : " --kernel " + r.kernel);
     if (!f.reproduce.empty()) {
       // Model-level runs are labelled integration/<profile>; the command takes them as two options.
       const auto slash = r.property.find('/');

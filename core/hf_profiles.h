@@ -14,7 +14,16 @@
 namespace flashcheck::hf {
 
 // Also the index of the profile's row in profile_table().
-enum class Profile : std::uint8_t { kHfMain, kHf455, kHf453, kHf202508, kFastchat2023 };
+enum class Profile : std::uint8_t {
+  kHfMain, kHf455, kHf453, kHf202508, kFastchat2023, kHf513, kHf456, kHf4554, kHf4552, kHf4533
+};
+
+// What generate() adds to the flash kwargs itself (GenerationMixin.prepare_inputs_for_generation).
+enum class GenerateKwargs : std::uint8_t {
+  kNone,         // nothing (before #39474, and since #40161)
+  kShortByOne,   // #39474: cu_k = cumsum(last) + 1, short by one key per earlier row
+  kDecodingMode, // #40029 after #40002: prepare_fa_kwargs_from_position_ids(is_packed_sequence=False), cumsum(last + 1)
+};
 
 // What sends a call without a 2D mask into the padding-free varlen branch on the strength of its
 // position_ids (caller-provided cu_seqlens kwargs take that branch regardless, except under kBatch1Decreasing).
@@ -38,9 +47,11 @@ struct ProfileSwitches {
   // The sliding window is passed as (W, W), admitting W + 1 keys, instead of (W - 1, W - 1) (#39408, fixed
   // by #40163).
   bool window_size_w_w = false;
-  // generate() computes cu_seqlens kwargs itself, with cu_k = cumsum(last) + 1 short by one key per earlier
-  // row (#39474, removed by #40161).
-  bool generate_passes_varlen_kwargs = false;
+  // generate() computes cu_seqlens kwargs itself (#39474 with cu_k = cumsum(last) + 1, short by one key per
+  // earlier row; #40029 with the decoding-mode formula), until #40161 removed it.
+  GenerateKwargs generate_kwargs = GenerateKwargs::kNone;
+  // The caller's four varlen kwargs take the varlen branch at any batch size (#39121), also under kBatch1Decreasing.
+  bool caller_kwargs_any_batch = false;
   PackedTrigger packed_trigger = PackedTrigger::kPackedSequence;
   // In the packed branch, a caller's query_length unequal to the key length selects "decoding mode"
   // cu_seqlens from each row's last position (#39843, #40002; removed by #40424; broke Ulysses SP, #40399).
@@ -51,6 +62,9 @@ struct ProfileSwitches {
   // cu_seqlens step; with no sequence start FlashAttention then rejects the empty batch itself instead of
   // torch's .max() raising on the empty diff (#39814).
   bool max_seqlen_from_max_position = false;
+  // Eager's masks separate packed sequences (masking_utils.find_packed_sequence_indices, #39194, v4.53.3 and
+  // v4.54+); before that eager attends across them, so the eager oracle (oracles/hf_masks) follows this switch.
+  bool eager_packed_segments = true;
 
   bool operator==(const ProfileSwitches&) const = default;
 };
@@ -59,6 +73,9 @@ struct ProfileSpec {
   Profile profile;
   std::string_view name;         // the key fixtures and the CLI use: "hf-main"
   std::string_view releases;     // which code it replays
+  // The PyPI releases it models exactly, inclusive ("" for both: no release, e.g. a main-branch state).
+  // tools/hf_crosscheck/matrix.sh checks every profile against a release of its range.
+  std::string_view first_release, last_release;
   std::string_view sources;      // the upstream PRs and issues that define its behaviour
   std::string_view description;  // one line: how it differs
   ProfileSwitches switches;
@@ -78,5 +95,8 @@ std::optional<Profile> parse_profile(std::string_view name);
 const std::vector<Profile>& all_profiles();
 // "hf-main, hf-4.55, ... or fastchat-2023", for messages about an unknown name.
 std::string_view profile_name_list();
+
+// The profile whose release range holds `version` ("4.55.0"), or nullopt.
+std::optional<Profile> profile_for_release(std::string_view version);
 
 }  // namespace flashcheck::hf

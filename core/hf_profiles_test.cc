@@ -23,7 +23,7 @@ TEST(ProfileTable, NamesAreUniqueAndRoundTrip) {
     EXPECT_TRUE(names.insert(to_string(p)).second) << to_string(p);
     EXPECT_EQ(parse_profile(to_string(p)), p);
   }
-  EXPECT_EQ(parse_profile("hf-4.56"), std::nullopt);
+  EXPECT_EQ(parse_profile("hf-4.57"), std::nullopt);
   EXPECT_EQ(parse_profile(""), std::nullopt);
   EXPECT_EQ(parse_profile("HF-MAIN"), std::nullopt);
 }
@@ -52,7 +52,36 @@ TEST(ProfileTable, DocumentedDivergencesAndRequiredCoverageAreHfMainOnly) {
 }
 
 TEST(ProfileTable, NameListForMessages) {
-  EXPECT_EQ(profile_name_list(), "hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023");
+  EXPECT_EQ(profile_name_list(),
+            "hf-main, hf-4.55, hf-4.53, hf-2025-08, fastchat-2023, hf-5.13, hf-4.56, hf-4.55.4, hf-4.55.2 or hf-4.53.3");
+}
+
+}  // namespace
+}  // namespace flashcheck::hf
+
+namespace flashcheck::hf {
+namespace {
+
+TEST(ProfileTable, ReleasesMapToTheProfileWhoseRangeHoldsThem) {
+  EXPECT_EQ(profile_for_release("4.55.0"), Profile::kHf455);
+  EXPECT_EQ(profile_for_release("4.54.0"), Profile::kHf455);
+  EXPECT_EQ(profile_for_release("4.55.4"), Profile::kHf4554);
+  EXPECT_EQ(profile_for_release("4.57.6"), Profile::kHf456);
+  EXPECT_EQ(profile_for_release("5.14.1"), Profile::kHf513);
+  EXPECT_EQ(profile_for_release("5.17.0"), Profile::kHfMain);
+  EXPECT_EQ(profile_for_release("5.17.0.dev0"), Profile::kHfMain);
+  EXPECT_EQ(profile_for_release("4.44.2"), std::nullopt);  // before any profile
+  EXPECT_EQ(profile_for_release("9.0.0"), std::nullopt);   // past every proven range
+  EXPECT_EQ(profile_for_release("main"), std::nullopt);
+}
+
+// Ranges do not overlap, so a release has one profile.
+TEST(ProfileTable, ReleaseRangesAreDisjoint) {
+  for (const ProfileSpec& row : profile_table()) {
+    if (row.first_release.empty()) continue;
+    EXPECT_EQ(profile_for_release(row.first_release), row.profile) << row.name;
+    EXPECT_EQ(profile_for_release(row.last_release), row.profile) << row.name;
+  }
 }
 
 }  // namespace

@@ -98,4 +98,20 @@ std::optional<Divergence> known_divergence(const ModelCase& m) {
   return std::nullopt;
 }
 
+std::optional<std::string> upstream_symptom(std::string_view error) {
+  struct Symptom {
+    std::string_view text, report;
+  };
+  static constexpr Symptom kSymptoms[] = {
+      {"max(): Expected reduction dim to be specified for input.numel() == 0",
+       "transformers#39814: position_ids without a 0 (decoding from a cache, a manual loop) take the varlen path and "
+       "cu_seqlens.diff() is empty"},
+      {"illegal memory access: cu_seqlens reach",
+       "transformers#44643 when position_ids are 3-D (M-RoPE): cu_seqlens cover three times the tokens"},
+  };
+  for (const Symptom& s : kSymptoms)
+    if (error.find(s.text) != std::string_view::npos) return std::string(s.report);
+  return std::nullopt;
+}
+
 }  // namespace flashcheck::hf

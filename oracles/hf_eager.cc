@@ -31,9 +31,9 @@ at::Tensor repeat_kv(const at::Tensor& x, std::int64_t n_rep) {
 
 }  // namespace
 
-EagerResult eager_attention(const ModelCase& m, const ModelTensors& t) {
+EagerResult eager_attention(const ModelCase& m, const ModelTensors& t, Profile profile) {
   EagerResult r;
-  r.mask = eager_mask(m);
+  r.mask = eager_mask(m, profile);
   const std::int64_t B = m.batch, Lq = m.q_len, Lk = m.kv_len();
   // The model's query is a transposed view of the projection; keys and values come out of the cache
   // contiguous in [B, Hkv, L, D].

@@ -17,7 +17,8 @@ struct EagerResult {
   EagerMask mask;  // what was allowed, and which rows are not comparable
 };
 
-EagerResult eager_attention(const ModelCase& m, const ModelTensors& t);
+// Eager as the profile's releases compute it (oracles/hf_masks.h: eager_mask).
+EagerResult eager_attention(const ModelCase& m, const ModelTensors& t, Profile p = Profile::kHfMain);
 
 // The same attention in fp64 with the same allowed keys (the exact value eager approximates), [B, Lq, Hq, D],
 // with each element's first-order fp32 rounding sensitivity in units of u: reference/host/exact_row.h,

@@ -235,21 +235,23 @@ void kernel_kwargs(FlashPlan& plan, const ModelCase& m, const ProfileSwitches& s
   }
 }
 
-// The varlen kwargs generate() computed itself in v4.54-4.55 (F6): cu_k short by one per earlier row.
-VarlenKwargs generate_kwargs(const ModelCase& m) {
+// The varlen kwargs generate() computed itself in v4.54-4.55.2: cu_q from the last positions (1 per row when
+// decoding), cu_k = cumsum(last) + 1 (#39474: short by one per earlier row, F6) or cumsum(last + 1) (#40029).
+VarlenKwargs generate_kwargs(const ModelCase& m, GenerateKwargs how) {
   auto pos = m.effective_position_ids();
   while (static_cast<std::int64_t>(pos.size()) < m.batch) pos.push_back(pos.front());
   VarlenKwargs k;
   std::vector<std::int64_t> last, q_lens;
   for (const auto& row : pos) last.push_back(row.back());
-  const bool decode = m.past > 0 && m.q_len == 1;
+  // #39474 asks whether the step has one token; #40029's prepare_fa_kwargs_from_position_ids whether position_ids do.
+  const bool decode = how == GenerateKwargs::kShortByOne ? m.past > 0 && m.q_len == 1 : m.q_len == 1;
   for (std::int64_t l : last) q_lens.push_back(decode ? 1 : l + 1);
   k.cu_seq_lens_q = cumulative(q_lens);
   k.cu_seq_lens_k = {0};
   std::int64_t sum = 0;
   for (std::int64_t l : last) {
-    sum += l;
-    k.cu_seq_lens_k.push_back(sum + 1);
+    sum += how == GenerateKwargs::kShortByOne ? l : l + 1;
+    k.cu_seq_lens_k.push_back(how == GenerateKwargs::kShortByOne ? sum + 1 : sum);
   }
   k.max_length_q = *std::max_element(q_lens.begin(), q_lens.end());
   k.max_length_k = *std::max_element(last.begin(), last.end()) + 1;
@@ -349,14 +351,14 @@ FlashPlan plan_with_switches(Profile p, const ProfileSwitches& s, const ModelCas
 
   // The padding-free branch: caller-provided kwargs, or cu_seqlens derived from position_ids.
   std::optional<VarlenKwargs> kwargs = m.varlen_kwargs;
-  if (!kwargs && m.via_generate && s.generate_passes_varlen_kwargs) kwargs = generate_kwargs(m);
+  if (!kwargs && m.via_generate && s.generate_kwargs != GenerateKwargs::kNone) kwargs = generate_kwargs(m, s.generate_kwargs);
   bool packed = false;
   switch (s.packed_trigger) {
     case PackedTrigger::kPackedSequence: packed = is_packed_sequence(m); break;
     case PackedTrigger::kAnyPositionIds: packed = true; break;  // the model always passes its default arange
     case PackedTrigger::kBatch1Decreasing:
       packed = m.batch == 1 && (kwargs.has_value() || (m.q_len != 1 && !nondecreasing_rows(m)));
-      if (!packed) kwargs.reset();
+      if (!packed && !(s.caller_kwargs_any_batch && kwargs)) kwargs.reset();
       break;
     case PackedTrigger::kNever: break;
   }
@@ -377,6 +379,14 @@ FlashPlan plan_with_switches(Profile p, const ProfileSwitches& s, const ModelCas
   const std::vector<std::int64_t> flat = flat_positions(m);
   if (s.query_length_selects_decoding && query_length != m.kv_len()) {
     // #39843's "decoding mode": cu_seqlens from each row's last position.
+    if (m.position_ids_3d) {
+      // position_ids[:, -1] of a [3, rows, L] tensor is 2-D, and torch.cat with the 1-D zero rejects it
+      // (seen on v4.55.4 by tools/hf_crosscheck/matrix.sh).
+      plan.branch = FlashBranch::kError;
+      plan.error = "Tensors must have same number of dimensions: got 1 and 2";
+      plan.note = "packed, decoding mode: 3-D position_ids";
+      return plan;
+    }
     const auto pos = m.effective_position_ids();
     std::vector<std::int64_t> last, q_lens, k_lens;
     for (const auto& row : pos) {

@@ -11,7 +11,7 @@ std::string_view to_string(RowFlag f) {
   return "?";
 }
 
-EagerMask eager_mask(const ModelCase& m) {
+EagerMask eager_mask(const ModelCase& m, Profile p) {
   EagerMask e;
   const std::int64_t B = m.batch, Lq = m.q_len, Lk = m.kv_len(), P = m.past;
   e.batch = B;
@@ -21,9 +21,9 @@ EagerMask eager_mask(const ModelCase& m) {
   e.rows.assign(static_cast<std::size_t>(B * Lq), RowFlag::kComparable);
 
   // A3: packed segments, only for causal layers without a 2D mask and without a cache object (the masking
-  // utils' gate; bidirectional masks never look at position_ids).
+  // utils' gate; bidirectional masks never look at position_ids), and only where eager knows packing at all.
   std::vector<std::vector<std::int64_t>> seg;
-  if (m.causal && !m.attention_mask && !m.use_cache && m.position_ids) {
+  if (profile_spec(p).switches.eager_packed_segments && m.causal && !m.attention_mask && !m.use_cache && m.position_ids) {
     const auto pos = m.effective_position_ids();
     seg.assign(static_cast<std::size_t>(B), std::vector<std::int64_t>(static_cast<std::size_t>(Lq), 0));
     for (std::int64_t b = 0; b < B; ++b) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hf_profiles.h"
 #include "core/model_case.h"
 
 namespace flashcheck::hf {
@@ -31,6 +32,7 @@ struct EagerMask {
   RowFlag row(std::int64_t b, std::int64_t i) const { return rows[static_cast<std::size_t>(b * q_len + i)]; }
 };
 
-EagerMask eager_mask(const ModelCase& m);
+// Eager of the profile's release range (its eager_packed_segments switch).
+EagerMask eager_mask(const ModelCase& m, Profile p = Profile::kHfMain);
 
 }  // namespace flashcheck::hf

@@ -60,7 +60,7 @@ TEST(ProfileSwitch, GeneratePassesVarlenKwargs) {
   m.via_generate = true;
   ProfileSwitches s = kMain;
   EXPECT_EQ(plan(s, m).branch, FlashBranch::kDense);
-  s.generate_passes_varlen_kwargs = true;
+  s.generate_kwargs = GenerateKwargs::kShortByOne;
   const FlashPlan p = plan(s, m);
   EXPECT_EQ(p.branch, FlashBranch::kVarlenKwargs);
   EXPECT_EQ(p.call.cu_k, (V{0, 3, 5}));

@@ -57,7 +57,7 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
     return finish();
   }
 
-  const hf::EagerResult eager = hf::eager_attention(m, t);
+  const hf::EagerResult eager = hf::eager_attention(m, t, profile);
   const hf::ExactAttention exact = hf::exact_attention(m, t, eager.mask);
   const std::int64_t H = m.heads, D = m.head_dim;
   Comparison cmp;
