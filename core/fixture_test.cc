@@ -142,8 +142,9 @@ TEST(Fixture, MalformedModelCasesNameFileFieldAndReason) {
   constexpr const char* kModel = R"({"dtype": "bf16", "batch": 1, "q_len": 2, "heads": 2, "kv_heads": 1, "head_dim": 8)";
   std::string p = d.write("a.json", std::string(R"({"schema": "flashcheck.fixture/1", "model_cases": [)") + kModel +
                                         R"(, "expect": {"hf-9.99": {"verdict": "error"}}}]})");
-  EXPECT_EQ(load_error(p), p + ": model_cases[0].expect.hf-9.99: unknown profile (expected hf-main, hf-4.55, hf-4.53, hf-2025-08 or fastchat-2023)");
-  p = d.write("b.json", std::string(R"({"schema": "flashcheck.fixture/1", "profiles": ["hf-main", "hf-4.56"], "model_cases": [)") +
+  EXPECT_EQ(load_error(p).rfind(p + ": model_cases[0].expect.hf-9.99: unknown profile (expected hf-main, hf-4.55, ", 0), 0u)
+      << load_error(p);
+  p = d.write("b.json", std::string(R"({"schema": "flashcheck.fixture/1", "profiles": ["hf-main", "hf-3.0"], "model_cases": [)") +
                             kModel + "}]}");
   EXPECT_NE(load_error(p).find(p + ": profiles[1]: "), std::string::npos) << load_error(p);
   p = d.write("c.json", std::string(R"({"schema": "flashcheck.fixture/1", "model_cases": [)") + kModel +
