@@ -8,7 +8,7 @@
 set -euo pipefail
 fc=$1 py=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-args=(--kernel tiled-cpu --kernel mutant-segfault-tile-overrun --cases 3000 --seed 21 --workers 2)
+args=(--kernel tiled-cpu --kernel mutant-segfault-tile-overrun --cases 3000 --seed 21 --workers 2 --max-len 96)
 planned=12  # 6 chunks of 500 cases per kernel
 chunks() { local n; n=$(grep -c '"type":"chunk"' "$1/journal.jsonl" 2>/dev/null) || true; echo "${n:-0}"; }
 run() { "$fc" campaign --out "$@" > /dev/null 2>&1 || [ $? -eq 1 ]; }  # 1: findings (the mutant's crashes)
