@@ -7,16 +7,17 @@
 #
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
-#   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign campaign-gpus
-#                              (default: all)
+#   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign reach
+#                              campaign-gpus (default: all)
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
+#   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-stages=${GPU_STAGES:-"tests refcheck replay bench probes gate integration campaign campaign-gpus"}
+stages=${GPU_STAGES:-"tests refcheck replay bench probes gate integration campaign reach campaign-gpus"}
 declare -a table
 # Each row also goes to table.txt at once, so a run cut short still says how far it got.
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); printf '%-34s %s\n' "$1" "$2" >> "$out/table.txt"; }
@@ -158,6 +159,45 @@ PY
     total=$(( total + ${summary%% *} ))
   done
   row "campaign total cases" "$total"
+fi
+
+if has reach; then
+  # Kernels from outside flashcheck (docs/PLUGINS.md, docs/PYTHON_KERNELS.md): PyTorch's FlexAttention through
+  # the Python bridge, the example CUDA plugin built out of tree against this build, and FlashAttention-4
+  # where its wheels are importable. For each: its contract, every applicable property for a while, then
+  # conformance at realistic sizes (sequences in the thousands, 32 heads).
+  t=${GPU_REACH_SECONDS:-40}
+  reach=(py:flashcheck_kernels.flex_attention:attention)
+  plugin_args=()
+  prefix=$(cd "$out" && pwd)/prefix
+  if [ -f "$bin/CMakeCache.txt" ] && cmake --install "$bin" --prefix "$prefix" > "$out/reach-install.log" 2>&1 &&
+     cmake -S examples/plugins/cuda_attention -B "$out/cuda-plugin" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+       -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/reach-plugin.log" 2>&1 && cmake --build "$out/cuda-plugin" >> "$out/reach-plugin.log" 2>&1; then
+    plugin_args=(--plugin "$out/cuda-plugin/libexample_cuda_attention.so")
+    reach+=(example-cuda-attention)
+  else
+    row "reach: example CUDA plugin" "not built (see reach-plugin.log)"
+  fi
+  python3 -c 'import flash_attn.cute' > "$out/reach-fa4.log" 2>&1 && reach+=(py:flashcheck_kernels.flash_attn_4:attention)
+  for k in "${reach[@]}"; do
+    slug=$(printf '%s' "$k" | tr -c 'A-Za-z0-9_-' '_')
+    fc "${plugin_args[@]}" list --kernel "$k" > "$out/reach-$slug-contract.txt" 2>&1 || { row "reach $k" "not listed: $(tail -1 "$out/reach-$slug-contract.txt")"; status=1; continue; }
+    start=$(date +%s)
+    fc "${plugin_args[@]}" fuzz --kernel "$k" --property all --time "$t" --seed 2030 --out "$out/found" --json > "$out/reach-$slug.json" 2> "$out/reach-$slug.err"
+    fc "${plugin_args[@]}" fuzz --kernel "$k" --property conformance --time "$t" --max-len 4096 --max-heads 32 --work-budget 3e10 \
+      --seed 2031 --out "$out/found" --json > "$out/reach-$slug-large.json" 2> "$out/reach-$slug-large.err"
+    summary=$(python3 - "$out/reach-$slug.json" "$out/reach-$slug-large.json" <<'PY'
+import json, sys
+reports = [x for f in sys.argv[1:] for x in (json.load(open(f)) if open(f).read().strip() else [])]
+ran = [x for x in reports if not x['not_applicable']]
+cases = sum(x['cases'] for x in ran)
+found = [x['property'] + ': ' + f['verdict']['verdict'] + ' ' + f['verdict']['reason'][:90] for x in ran for f in x['findings']]
+props = sorted({x['property'] for x in ran})
+print(cases, 'cases;', len(found), 'findings;', 'properties:', ' '.join(props), '|', ' | '.join(found[:4]))
+PY
+)
+    row "reach $k" "$summary ($(( $(date +%s) - start )) s)"
+  done
 fi
 
 if has campaign-gpus; then

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, the cross-check of the
-# HF oracle against transformers (tools/hf_crosscheck: its self-test, then the check), the cluster templates
-# (the Kubernetes manifests validated; the SLURM array + merge run on a real one-node cluster, as root), and
-# (where the CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot rot on CPU-only CI.
+# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, the plugin and Python
+# kernel checks (ci/plugins.sh), the cross-check of the HF oracle against transformers (tools/hf_crosscheck: its
+# self-test, then the check), the cluster templates (the Kubernetes manifests validated; the SLURM array + merge
+# run on a real one-node cluster, as root), and (where the CUDA toolkit is installed) a compile of the CUDA
+# sources so that GPU code cannot rot on CPU-only CI.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash ci/build.sh cpu
 ctest --preset cpu --output-on-failure
+# Kernels from outside: the installed package, an out-of-tree plugin and a Python kernel, each with a
+# broken twin that must be caught.
+bash ci/plugins.sh
 # The cross-check's own test (a hand-written export it must accept or reject case by case; about half a minute),
 # then the HF oracle against the real transformers 5.17.0: every model-level fixture and 200 generated cases.
 bash tools/hf_crosscheck/run.sh --selftest --quiet
@@ -25,4 +29,9 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
   cmake --preset cuda >build/configure-cuda.log 2>&1 || { cat build/configure-cuda.log; exit 1; }
   cmake --build --preset cuda
+  # The example CUDA plugin, built out of tree against the CUDA build's installed package.
+  cmake --install build/cuda --prefix build/install-cuda > /dev/null
+  cmake -S examples/plugins/cuda_attention -B build/example-cuda-plugin -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install-cuda" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > build/configure-example-cuda.log 2>&1 || { cat build/configure-example-cuda.log; exit 1; }
+  cmake --build build/example-cuda-plugin
 fi

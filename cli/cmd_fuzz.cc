@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <iostream>
@@ -13,6 +14,7 @@ namespace flashcheck::cli {
 int run_fuzz_command(const FuzzCommandOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
+  const bool every_property = std::find(o.properties.begin(), o.properties.end(), "all") != o.properties.end();
   std::vector<std::unique_ptr<Property>> per_profile;
   std::vector<const Property*> runs;
   if (!resolve_runs(o.properties, o.profiles, "flashcheck fuzz", per_profile, runs)) return kExitUsage;
@@ -48,7 +50,10 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     apply_case_sizes(o.sizes, fo.max_size, fo.limits, fo.model_limits);
     const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
-    ok = ok && r.ok();
+    // `--property all` means every property that applies: one that cannot run on this kernel is reported,
+    // not failed. A property named explicitly that cannot run is a failure.
+    const bool skipped = !r.not_applicable.empty() && every_property;
+    ok = ok && (r.ok() || skipped);
     if (o.json) all.push_back(to_json(r));
     else print_fuzz_report(r);
   }

@@ -23,6 +23,7 @@ inline constexpr int kExitUsage = 2;
 struct ListOptions {
   bool json = false;
   bool mutants = false;
+  std::vector<std::string> kernels;  // these (e.g. py: kernels, resolved on demand) instead of the registry's
 };
 int run_list(const ListOptions& o);
 

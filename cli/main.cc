@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/plugins.h"
 #include "core/hf_profiles.h"
 
 namespace {
@@ -22,12 +23,21 @@ int main(int argc, char** argv) {
   using namespace flashcheck::cli;
   CLI::App app{"flashcheck: differential testing and verification of flash-attention kernels"};
   app.require_subcommand(1);
+  app.fallthrough();  // --plugin may follow the command
   app.set_help_all_flag("--help-all", "Help for every command");
+  std::vector<std::string> plugins;
+  app.add_option("--plugin", plugins,
+                 "Shared library with kernels (include/flashcheck/plugin.h), repeatable; also FLASHCHECK_PLUGINS")
+      ->expected(1)
+      ->take_all();
 
   ListOptions list;
   auto* cmd_list = app.add_subcommand("list", "List the kernels of this build and their contracts");
   cmd_list->add_flag("--json", list.json, "Machine-readable output");
   cmd_list->add_flag("--mutants", list.mutants, "List the deliberately broken kernels instead");
+  cmd_list->add_option("--kernel,-k", list.kernels, "List these kernels (repeatable; py: kernels are resolved)")
+      ->expected(1)
+      ->take_all();
 
   ReplayOptions replay;
   auto* cmd_replay = app.add_subcommand(
@@ -150,6 +160,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  if (!load_plugins(plugins)) return kExitUsage;
   if (*cmd_list) return run_list(list);
   if (*cmd_replay) return run_replay(replay);
   if (*cmd_fuzz) return run_fuzz_command(fuzz);

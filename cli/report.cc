@@ -5,19 +5,26 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "properties/integration_property.h"
 
 namespace flashcheck::cli {
 
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out) {
-  const Registry& reg = builtin_registry();
+  Registry& reg = builtin_registry();
   if (names.empty()) {  // every kernel under test that can run on this machine
     for (Kernel* k : reg.kernels())
       if (k->unavailable_reason().empty()) out.push_back(k);
     return true;
   }
   for (const std::string& n : names) {
-    Kernel* k = reg.find(n);
+    Kernel* k = nullptr;
+    try {
+      k = reg.find(n);
+    } catch (const InputError& e) {  // a name a plugin could not resolve: say why
+      fmt::print(stderr, "flashcheck: kernel '{}': {}\n", n, e.what());
+      return false;
+    }
     if (!k) {
       std::string known;
       for (const std::string& s : reg.names(true)) known += " " + s;

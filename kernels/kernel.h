@@ -1,9 +1,11 @@
 // The interface every kernel under test implements, and the registry that names them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/case_tensors.h"
@@ -55,8 +57,16 @@ class Kernel {
 
 class Registry {
  public:
+  // Makes kernels on demand for names that start with `prefix` ("py:package.module:function"): `make`
+  // returns the kernel, or throws InputError saying why the name cannot be resolved.
+  using Resolver = std::function<std::unique_ptr<Kernel>(std::string_view name)>;
+
   void add(std::unique_ptr<Kernel> k);
-  Kernel* find(std::string_view name) const;
+  void add_resolver(std::string prefix, Resolver make);
+  // The kernel of that name; a name a resolver answers is resolved (and kept) on first use.
+  Kernel* find(std::string_view name);
+  // Only among the kernels registered so far (no resolving).
+  Kernel* find_registered(std::string_view name) const;
   // Kernels under test (no mutants), in registration order.
   std::vector<Kernel*> kernels() const;
   std::vector<Kernel*> mutants() const;
@@ -64,6 +74,7 @@ class Registry {
 
  private:
   std::vector<std::unique_ptr<Kernel>> all_;
+  std::vector<std::pair<std::string, Resolver>> resolvers_;
 };
 
 // Every kernel this build provides: the CPU kernels, the CUDA kernels in a CUDA build, and the mutants.

@@ -15,13 +15,26 @@ void Kernel::run_device(const device::DeviceCase&, device::DeviceOutput&) {
 }
 
 void Registry::add(std::unique_ptr<Kernel> k) {
-  if (find(k->name())) throw std::logic_error("kernel registered twice: " + std::string(k->name()));
+  for (const auto& existing : all_)
+    if (existing->name() == k->name()) throw std::logic_error("kernel registered twice: " + std::string(k->name()));
   all_.push_back(std::move(k));
 }
 
-Kernel* Registry::find(std::string_view name) const {
+void Registry::add_resolver(std::string prefix, Resolver make) { resolvers_.emplace_back(std::move(prefix), std::move(make)); }
+
+Kernel* Registry::find_registered(std::string_view name) const {
   for (const auto& k : all_)
     if (k->name() == name) return k.get();
+  return nullptr;
+}
+
+Kernel* Registry::find(std::string_view name) {
+  if (Kernel* k = find_registered(name)) return k;
+  for (const auto& [prefix, make] : resolvers_)
+    if (name.substr(0, prefix.size()) == prefix) {
+      add(make(name));
+      return all_.back().get();
+    }
   return nullptr;
 }
 

@@ -25,7 +25,9 @@ class WorkerChannel {
   virtual ~WorkerChannel() = default;
   virtual void begin(std::string_view item) = 0;  // an item starts: its limit runs from here
   virtual void end() = 0;                         // the item in flight finished
-  virtual void send(char tag, std::string_view payload) = 0;  // anything else, for the caller's handler
+  // Anything else, for the caller's handler. 'B', 'E' and 'X' are the protocol's own (begin, end, the
+  // body's exception).
+  virtual void send(char tag, std::string_view payload) = 0;
   // The next line the parent told this worker (WorkerProcess::tell); nothing once the parent closed its
   // side, and always nothing in-process.
   virtual std::optional<std::string> receive() = 0;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# ci/plugins.sh — kernels from outside flashcheck, end to end as a user runs them (docs/PLUGINS.md,
+# docs/PYTHON_KERNELS.md): install flashcheck into a prefix, build the example CPU plugin out of tree
+# against it with find_package(flashcheck), fuzz it through every applicable property, and prove that its
+# deliberately broken build is caught; then the same for a Python kernel and its broken twin. Expects
+# build/cpu (ci/build.sh cpu). Exit 0 only if the good kernels pass and the broken ones fail.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+prefix=$root/build/install
+work=$root/build/plugins-check
+rm -rf "$work" && mkdir -p "$work"
+cmake --install build/cpu --prefix "$prefix" > "$work/install.log"
+fc=$prefix/bin/flashcheck
+passed=0 failed=0
+
+# expect NAME CODE PATTERN -- command...: the command must exit with CODE and print PATTERN.
+expect() {
+  local name=$1 code=$2 pattern=$3; shift 4
+  local rc=0
+  "$@" > "$work/$name.log" 2>&1 || rc=$?
+  if [ "$rc" = "$code" ] && grep -qE -- "$pattern" "$work/$name.log"; then
+    echo "[plugins] ok    $name (exit $rc)"; passed=$((passed + 1))
+  else
+    echo "[plugins] FAIL  $name: exit $rc, wanted $code and /$pattern/"; tail -30 "$work/$name.log"; failed=$((failed + 1))
+  fi
+}
+
+for variant in good broken; do
+  flag=OFF; [ $variant = broken ] && flag=ON
+  cmake -S examples/plugins/cpu_attention -B "$work/cpu-$variant" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+    -DEXAMPLE_BROKEN=$flag > "$work/cpu-$variant-configure.log" 2>&1 || { cat "$work/cpu-$variant-configure.log"; exit 1; }
+  cmake --build "$work/cpu-$variant" > "$work/cpu-$variant-build.log" 2>&1 || { cat "$work/cpu-$variant-build.log"; exit 1; }
+done
+good=$work/cpu-good/libexample_cpu_attention.so broken=$work/cpu-broken/libexample_cpu_attention.so
+
+expect plugin-listed 0 'example-cpu-attention' -- "$fc" --plugin "$good" list --json
+expect plugin-good-passes 0 'example-cpu-attention / conformance: 400 cases' -- \
+  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 400 --seed 11 --out "$work/found-good"
+expect plugin-broken-is-caught 1 'FOUND at case' -- \
+  "$fc" --plugin "$broken" fuzz --kernel example-cpu-attention --property conformance --cases 400 --seed 11 --out "$work/found-broken"
+expect plugin-through-environment 0 'example-cpu-attention' -- env FLASHCHECK_PLUGINS="$good" "$fc" list
+expect python-good-passes 0 'py:flashcheck_kernels.reference:attention / conformance: 300 cases' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention --property all --cases 300 --seed 11 --out "$work/found-py-good"
+expect python-broken-is-caught 1 'FOUND at case' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention_top_left --property conformance --cases 300 --seed 11 --out "$work/found-py-broken"
+
+echo "plugins: $passed passed, $failed failed"
+[ "$failed" = 0 ]

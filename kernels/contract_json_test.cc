@@ -1,0 +1,75 @@
+#include "kernels/contract_json.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace flashcheck {
+namespace {
+
+class WithContract : public Kernel {
+ public:
+  WithContract(std::string name, Contract c) : name_(std::move(name)), c_(std::move(c)) {}
+  std::string_view name() const override { return name_; }
+  const Contract& contract() const override { return c_; }
+  void run(const KernelCase&, const CaseTensors&, OutputBuffer&) override {}
+
+ private:
+  std::string name_;
+  Contract c_;
+};
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    contract_from_json(j, "lib.so");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ContractJson, EveryBuiltinContractSurvivesTheRoundTrip) {
+  for (Kernel* k : builtin_registry().kernels()) {
+    nlohmann::json j = kernel_json(*k);
+    const WithContract again(std::string(k->name()), contract_from_json(j, "test"));
+    nlohmann::json back = kernel_json(again);
+    // The coverage exemptions are the harness's own bookkeeping, not part of what a plugin declares.
+    j.erase("coverage_exempt");
+    back.erase("coverage_exempt");
+    j.erase("device");
+    back.erase("device");
+    EXPECT_EQ(j, back) << k->name();
+  }
+}
+
+TEST(ContractJson, ErrorsNameTheSourceTheFieldAndTheReason) {
+  const nlohmann::json ok = {{"dtypes", {"bf16"}}};
+  EXPECT_EQ(error_of(ok), "");
+  EXPECT_EQ(error_of(nlohmann::json::object()), "lib.so: dtypes: missing: the dtypes the kernel takes (fp16, bf16, fp32)");
+  EXPECT_EQ(error_of({{"dtypes", {"bf17"}}}), "lib.so: dtypes[0]: unknown dtype \"bf17\"");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"features", {{"causal", "native"}}}}), "lib.so: features.causal: unknown feature");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"features", {{"window", "yes"}}}}),
+            "lib.so: features.window: must be \"native\", \"translated\" or \"no\"");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"max_head_dim", -3}}), "lib.so: max_head_dim: -3 is outside [1, 1024]");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"returns_lse", "yes"}}), "lib.so: returns_lse: must be true or false");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"empty_row", "zeros"}}), "lib.so: empty_row: must be \"zero\", \"nan\" or \"uniform\"");
+  EXPECT_NE(error_of(nlohmann::json::array()), "");
+}
+
+TEST(ContractJson, DeclaredFeaturesAreRead) {
+  const Contract c = contract_from_json({{"dtypes", {"fp16", "bf16"}},
+                                         {"features", {{"bottom_right", "native"}, {"gqa", "translated"}}},
+                                         {"returns_lse", true},
+                                         {"empty_row", "nan"}},
+                                        "x");
+  EXPECT_EQ(c.bottom_right, Support::kNative);
+  EXPECT_EQ(c.gqa, Support::kTranslated);
+  EXPECT_EQ(c.window, Support::kNo);
+  EXPECT_EQ(c.dtypes, (std::vector<DType>{DType::kF16, DType::kBF16}));
+  EXPECT_TRUE(c.returns_lse);
+  EXPECT_EQ(c.empty_row, EmptyRow::kNaN);
+}
+
+}  // namespace
+}  // namespace flashcheck

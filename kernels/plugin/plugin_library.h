@@ -1,0 +1,30 @@
+// Loading plugins (include/flashcheck/plugin.h): dlopen, ABI version, the kernel table and each kernel's
+// contract, all checked before anything is registered. Every problem is an InputError naming the plugin.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "kernels/plugin/plugin_kernel.h"
+
+struct FlashcheckPlugin;
+
+namespace flashcheck {
+
+// Opens a plugin library and checks its table (no kernel runs). Throws InputError naming `path`.
+const FlashcheckPlugin& open_plugin(const std::string& path);
+
+// Registers the plugin's kernel table. Throws InputError naming the plugin, the kernel and the field.
+// (An on-demand resolver, FlashcheckPlugin::resolve, is registered by the caller: resolving may start an
+// interpreter, which belongs in a worker process, cli/plugins.cc.)
+void load_plugin(const std::string& path, Registry& r);
+
+// The spec of kernel `name` from its declared contract (JSON text), without its entry. Throws InputError
+// naming `source` and the kernel.
+PluginKernelSpec plugin_kernel_spec(const std::string& source, const std::string& name, const char* contract_json);
+
+// Paths in FLASHCHECK_PLUGINS (separated by ':'), in order.
+std::vector<std::string> plugin_paths_from_environment();
+
+}  // namespace flashcheck

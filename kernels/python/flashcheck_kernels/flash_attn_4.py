@@ -1,0 +1,33 @@
+"""FlashAttention-4 (`flash-attn-4` on PyPI: CuTe DSL kernels, JIT-compiled) under flashcheck.
+
+flash_attn.cute.flash_attn_varlen_func takes flash-attn's varlen arguments as they are: packed rows,
+cu_seqlens, seqused_k, bottom-right causal, windows (left, right), softcap, grouped KV heads. Its LSE comes
+back as (H, total_q). Each new configuration is compiled on first use and cached by the package.
+"""
+CONTRACT = {
+    "summary": "FlashAttention-4 forward (flash_attn.cute.flash_attn_varlen_func, CuTe DSL, sm90 path)",
+    "device": "cuda",
+    "features": {"bottom_right": "native", "window": "native", "softcap": "native", "gqa": "native",
+                 "varlen": "native", "seqused_k": "native", "zero_length": "native"},
+    "dtypes": ["fp16", "bf16"],
+    "max_head_dim": 256,
+    "head_dim_multiple": 8,
+    "empty_row": "zero",
+    "returns_lse": True,
+    "deterministic": True,
+    "notes": ["window (left, right) passed as window_size; causal as causal=True (bottom-right)"],
+}
+
+
+def attention(q, k, v, out, lse, args):
+    from flash_attn.cute import flash_attn_varlen_func
+    left = None if args.window_left < 0 else args.window_left
+    right = None if args.window_right < 0 else args.window_right
+    causal = bool(args.causal) and left is None
+    o, row_lse = flash_attn_varlen_func(
+        q, k, v, cu_seqlens_q=args.cu_seqlens_q, cu_seqlens_k=args.cu_seqlens_k, seqused_k=args.seqused_k,
+        max_seqlen_q=args.max_seqlen_q, max_seqlen_k=args.max_seqlen_k, softmax_scale=args.softmax_scale,
+        causal=causal, window_size=(left, None if causal else right), softcap=args.softcap, return_lse=True)
+    out.copy_(o)
+    if lse is not None:
+        lse.copy_(row_lse.transpose(0, 1))

@@ -1,0 +1,106 @@
+"""PyTorch's FlexAttention (torch.nn.attention.flex_attention), compiled, under flashcheck.
+
+The packed batch goes in as one sequence of all rows, and a mask_mod keeps each query inside its own
+document (the varlen batch), applies the causal diagonal (bottom-right or top-left), the window and
+seqused_k; softcap is a score_mod; grouped KV heads use enable_gqa; the LSE comes from return_lse.
+FlexAttention picks its decoding kernel for short queries by itself. The compiled function is made
+once per process and reused with dynamic shapes, so that a campaign is not dominated by recompilation:
+flex_compile_seconds() reports the time spent compiling.
+"""
+import time
+
+import torch
+
+CONTRACT = {
+    "summary": "torch.nn.attention.flex_attention (torch.compile, dynamic shapes), document masking for varlen",
+    "device": "cuda",
+    "features": {"bottom_right": "native", "top_left": "native", "window": "native", "softcap": "native",
+                 "gqa": "native", "varlen": "native", "seqused_k": "native", "zero_length": "native"},
+    "dtypes": ["fp16", "bf16", "fp32"],
+    "max_head_dim": 256,
+    "head_dim_multiple": 16,
+    "empty_row": "zero",
+    "returns_lse": True,
+    "deterministic": True,
+    "notes": ["varlen: one (1, H, total, d) call with a document mask_mod over cu_seqlens",
+              "causal and windows: mask_mod on positions within the document (bottom-right unless top-left)",
+              "softcap: score_mod tanh; GQA: enable_gqa=True"],
+}
+
+_compiled = None
+_compile_seconds = 0.0
+_shapes_seen = set()
+
+
+def flex_compile_seconds():
+    return _compile_seconds
+
+
+def _flex():
+    global _compiled
+    if _compiled is None:
+        from torch.nn.attention.flex_attention import flex_attention
+        _compiled = torch.compile(flex_attention, dynamic=True)
+    return _compiled
+
+
+def _document_maps(cu, total, device):
+    """For each packed row: its document and its position inside it (rows past the last document: -1)."""
+    doc = torch.full((total,), -1, dtype=torch.int32, device=device)
+    pos = torch.zeros(total, dtype=torch.int32, device=device)
+    for b in range(len(cu) - 1):
+        doc[cu[b]:cu[b + 1]] = b
+        pos[cu[b]:cu[b + 1]] = torch.arange(cu[b + 1] - cu[b], dtype=torch.int32, device=device)
+    return doc, pos
+
+
+def attention(q, k, v, out, lse, args):
+    from torch.nn.attention.flex_attention import create_block_mask
+    global _compile_seconds
+    device = q.device
+    cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
+    total_q, total_k = q.shape[0], k.shape[0]
+    if total_q == 0:
+        return
+    lens_k = [cu_k[b + 1] - cu_k[b] for b in range(args.batch)]
+    used = args.seqused_k.tolist() if args.seqused_k is not None else lens_k
+    lens_q = torch.tensor([cu_q[b + 1] - cu_q[b] for b in range(args.batch)], dtype=torch.int32, device=device)
+    used_t = torch.tensor(used, dtype=torch.int32, device=device)
+    doc_q, pos_q = _document_maps(cu_q, total_q, device)
+    doc_k, pos_k = _document_maps(cu_k, total_k, device)
+    # Bottom-right: the diagonal of document b is offset by (used keys - queries).
+    offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q
+    left, right = args.window_left, args.window_right
+
+    def mask_mod(b, h, qi, ki):
+        d = doc_q[qi]
+        same = (d == doc_k[ki]) & (d >= 0)
+        kp = pos_k[ki]
+        diag = pos_q[qi] + offset[d.clamp(min=0)]
+        ok = same & (kp < used_t[d.clamp(min=0)])
+        if right >= 0:
+            ok = ok & (kp <= diag + right)
+        if left >= 0:
+            ok = ok & (kp >= diag - left)
+        return ok
+
+    score_mod = None
+    if args.softcap > 0:
+        cap = args.softcap
+
+        def score_mod(score, b, h, qi, ki):
+            return cap * torch.tanh(score / cap)
+
+    block_mask = create_block_mask(mask_mod, 1, None, total_q, total_k, device=device)
+    qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, H, rows, d)
+    shape = (q.dtype, q.shape[1], k.shape[1], q.shape[2], v.shape[2], args.softcap > 0)
+    start = time.perf_counter()
+    o, row_lse = _flex()(qh, kh, vh, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
+                         enable_gqa=q.shape[1] != k.shape[1], return_lse=True)
+    if shape not in _shapes_seen:  # the first call of a configuration compiles it
+        torch.cuda.synchronize()
+        _compile_seconds += time.perf_counter() - start
+        _shapes_seen.add(shape)
+    out.copy_(o[0].transpose(0, 1))
+    if lse is not None:
+        lse.copy_(row_lse[0].transpose(0, 1))

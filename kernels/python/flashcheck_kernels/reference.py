@@ -1,0 +1,60 @@
+"""A plain PyTorch attention kernel for the Python bridge: exact softmax attention in float32, one
+sequence at a time. It is the bridge's own test subject (CI fuzzes it, and its broken twin below must be
+caught), and the smallest complete example of the interface (docs/PYTHON_KERNELS.md).
+"""
+import torch
+
+from .masks import visible
+
+CONTRACT = {
+    "summary": "PyTorch float32 attention, one sequence at a time (the Python bridge's example)",
+    "device": "cpu",
+    "features": {"bottom_right": "native", "top_left": "native", "window": "native", "softcap": "native",
+                 "gqa": "native", "varlen": "native", "seqused_k": "native", "zero_length": "native",
+                 "dv_differs": "native"},
+    "dtypes": ["fp16", "bf16", "fp32"],
+    "max_head_dim": 256,
+    "empty_row": "zero",
+    "returns_lse": True,
+    "deterministic": True,
+}
+
+
+def _attend(q, k, v, out, lse, args, top_left):
+    cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
+    used = args.seqused_k.tolist() if args.seqused_k is not None else None
+    group = q.shape[1] // k.shape[1]
+    for b in range(args.batch):
+        q0, q1 = cu_q[b], cu_q[b + 1]
+        k0 = cu_k[b]
+        lk = used[b] if used is not None else cu_k[b + 1] - k0
+        lq = q1 - q0
+        if lq == 0:
+            continue
+        qs = q[q0:q1].float().transpose(0, 1)                                   # (H, lq, d)
+        ks = k[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)  # (H, lk, d)
+        vs = v[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)
+        s = torch.matmul(qs, ks.transpose(1, 2)) * args.softmax_scale
+        if args.softcap > 0:
+            s = args.softcap * torch.tanh(s / args.softcap)
+        ok = visible(lq, lk, args.window_left, args.window_right, top_left, q.device)
+        s = s.masked_fill(~ok, float("-inf"))
+        row_lse = torch.logsumexp(s, dim=-1)                                     # (H, lq); -inf on empty rows
+        p = torch.exp(s - row_lse.unsqueeze(-1)).nan_to_num(0.0)                 # empty rows: all zero
+        out[q0:q1] = torch.matmul(p, vs).transpose(0, 1).to(out.dtype)
+        if lse is not None:
+            lse[q0:q1] = row_lse.transpose(0, 1)
+
+
+def attention(q, k, v, out, lse, args):
+    """Writes out (total_q, H, dv) and lse (total_q, H) for the packed sequences of args.cu_seqlens_*."""
+    _attend(q, k, v, out, lse, args, args.top_left)
+
+
+def attention_top_left(q, k, v, out, lse, args):
+    """Deliberately broken: always aligns the causal diagonal top-left (flash-attention#466's confusion).
+    It claims the same contract; flashcheck must catch it."""
+    _attend(q, k, v, out, lse, args, True)
+
+
+attention_top_left.contract = dict(CONTRACT, summary="broken on purpose: top-left causal under a bottom-right contract")

@@ -1,0 +1,199 @@
+// The plugin adapter (kernels/plugin/plugin_kernel.h). LibTorch does the dtype conversions and, for "cuda"
+// kernels, keeps the tensors on the device; the plugin sees plain DLTensors over that memory.
+#include "kernels/plugin/plugin_kernel.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <fmt/format.h>
+#include <optional>
+#include <stdexcept>
+
+#include "core/geometry.h"
+#include "flashcheck/plugin.h"
+#include "kernels/flash_args.h"
+#include "kernels/torch/torch_tensors.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "kernels/device_kernel.h"
+#include "kernels/torch/torch_device_tensors.h"
+#endif
+
+namespace flashcheck {
+namespace {
+
+DLDataType dl_dtype(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kHalf: return {kDLFloat, 16, 1};
+    case at::kBFloat16: return {kDLBfloat, 16, 1};
+    case at::kFloat: return {kDLFloat, 32, 1};
+    case at::kInt: return {kDLInt, 32, 1};
+    default: throw std::logic_error("plugin adapter: unexpected tensor dtype");
+  }
+}
+
+// DLTensor views of at::Tensors; the tensors (and this object) outlive the call.
+class Views {
+ public:
+  DLTensor* of(const std::optional<at::Tensor>& t) {
+    if (!t) return nullptr;
+    keep_.push_back(*t);
+    const at::Tensor& x = keep_.back();
+    DLTensor d{};
+    d.data = x.data_ptr();
+    d.device = x.is_cuda() ? DLDevice{kDLCUDA, static_cast<std::int32_t>(x.get_device())} : DLDevice{kDLCPU, 0};
+    d.ndim = static_cast<std::int32_t>(x.dim());
+    d.dtype = dl_dtype(x);
+    d.shape = const_cast<std::int64_t*>(x.sizes().data());
+    d.strides = const_cast<std::int64_t*>(x.strides().data());
+    d.byte_offset = 0;
+    views_.push_back(d);
+    return &views_.back();
+  }
+
+ private:
+  std::deque<at::Tensor> keep_;  // deques: pointers into them stay valid as they grow
+  std::deque<DLTensor> views_;
+};
+
+// The tensors of one call, already on the kernel's device and in its dtype.
+struct CallTensors {
+  at::Tensor q, k, v, out;
+  std::optional<at::Tensor> k_new, v_new, lse;
+};
+
+std::optional<at::Tensor> int32(const std::vector<std::int32_t>& v, std::vector<std::int64_t> shape, bool cuda) {
+  if (v.empty()) return std::nullopt;
+  at::Tensor h = at::empty(shape, at::TensorOptions().dtype(at::kInt));
+  std::memcpy(h.data_ptr<std::int32_t>(), v.data(), v.size() * sizeof(std::int32_t));
+  return cuda ? h.to(at::kCUDA) : h;
+}
+
+// Calls the plugin; throws with its message when it reports an error.
+void call(const PluginKernelSpec& spec, const KernelCase& c, const CallTensors& t) {
+  const FlashcheckKernel* k = spec.entry();
+  const FlashArgs a = flash_args(c);
+  const bool cuda = spec.device == "cuda";
+  Views views;
+  FlashcheckRunArgs args{};
+  args.abi_version = FLASHCHECK_PLUGIN_ABI_VERSION;
+  args.q = views.of(t.q);
+  args.k = views.of(t.k);
+  args.v = views.of(t.v);
+  args.k_new = views.of(t.k_new);
+  args.v_new = views.of(t.v_new);
+  const std::int64_t B = a.batch;
+  args.cu_seqlens_q = views.of(int32(a.cu_seqlens_q, {B + 1}, cuda));
+  args.cu_seqlens_k = views.of(int32(a.cu_seqlens_k, {B + 1}, cuda));
+  args.seqused_k = views.of(int32(a.seqused_k, {B}, cuda));
+  args.leftpad_k = views.of(int32(a.leftpad_k, {B}, cuda));
+  args.cache_seqlens = views.of(int32(a.cache_seqlens, {B}, cuda));
+  args.cu_seqlens_k_new = views.of(int32(a.cu_seqlens_k_new, {B + 1}, cuda));
+  args.block_table = views.of(int32(a.block_table, {B, a.max_blocks}, cuda));
+  args.out = views.of(t.out);
+  args.lse = views.of(t.lse);
+  args.batch = a.batch;
+  args.max_seqlen_q = a.max_seqlen_q;
+  args.max_seqlen_k = a.max_seqlen_k;
+  args.page_size = a.page_size;
+  args.softmax_scale = a.softmax_scale;
+  args.softcap = a.softcap;
+  args.is_causal = a.is_causal;
+  args.top_left = c.alignment == Alignment::kTopLeft;
+  args.window_left = a.window_left;
+  args.window_right = a.window_right;
+  args.stream = nullptr;  // the legacy default stream, which the harness synchronizes after the call
+  char error[2048] = {0};
+  const int rc = k->run(k, &args, error, sizeof error);
+  error[sizeof error - 1] = '\0';
+  if (rc != FLASHCHECK_OK)
+    throw std::runtime_error(error[0] ? std::string(error) : fmt::format("{} returned {} without a message", spec.name, rc));
+}
+
+// Output tensors in the case's dtype (the plugin writes them), NaN-filled so that unwritten rows show.
+void make_outputs(const KernelCase& c, std::int64_t total_q, const at::Device& dev, bool lse, CallTensors& t) {
+  const auto opts = at::TensorOptions().device(dev);
+  t.out = at::empty({total_q, c.heads, c.v_head_dim}, opts.dtype(torch_bridge::scalar_type(c.dtype)))
+              .fill_(std::numeric_limits<float>::quiet_NaN());
+  if (lse) t.lse = at::empty({total_q, c.heads}, opts.dtype(at::kFloat)).fill_(std::numeric_limits<float>::quiet_NaN());
+}
+
+class HostPluginKernel : public Kernel {
+ public:
+  explicit HostPluginKernel(PluginKernelSpec spec) : spec_(std::move(spec)) {}
+  std::string_view name() const override { return spec_.name; }
+  const Contract& contract() const override { return spec_.contract; }
+  std::string_view device() const override { return spec_.device; }
+  std::string unavailable_reason() const override {
+    return spec_.device == "cuda" ? "a cuda plugin kernel needs the CUDA build of flashcheck" : "";
+  }
+  void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
+    auto tensor = [&](const HostTensor& h) -> std::optional<at::Tensor> {
+      if (h.empty()) return std::nullopt;
+      return torch_bridge::from_values(h.data, h.shape, c.dtype);
+    };
+    CallTensors t;
+    t.q = *tensor(in.q);
+    t.k = *tensor(in.k);
+    t.v = *tensor(in.v);
+    t.k_new = tensor(in.k_new);
+    t.v_new = tensor(in.v_new);
+    make_outputs(c, geometry(c).total_q, at::kCPU, spec_.contract.returns_lse, t);
+    call(spec_, c, t);
+    const std::vector<float> o = torch_bridge::to_values(t.out);
+    std::copy(o.begin(), o.end(), out.out());
+    if (t.lse) {
+      const std::vector<float> l = torch_bridge::to_values(*t.lse);
+      std::copy(l.begin(), l.end(), out.lse());
+      out.lse_written = true;
+    }
+  }
+
+ private:
+  PluginKernelSpec spec_;
+};
+
+#if defined(FLASHCHECK_HAVE_CUDA)
+class DevicePluginKernel : public DeviceKernel {
+ public:
+  explicit DevicePluginKernel(PluginKernelSpec spec) : spec_(std::move(spec)) {}
+  std::string_view name() const override { return spec_.name; }
+  const Contract& contract() const override { return spec_.contract; }
+  void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
+    const KernelCase& c = dc.kcase();
+    CallTensors t;
+    t.q = torch_cuda::packed_q(dc);
+    t.k = torch_cuda::packed_kv(dc, false);
+    t.v = torch_cuda::packed_kv(dc, true);
+    if (c.kv_storage == KvStorage::kPaged) {  // pages: (num_pages, page_size, Hk, d)
+      const std::int64_t ps = c.paging.page_size;
+      t.k = t.k.view({-1, ps, t.k.size(1), t.k.size(2)});
+      t.v = t.v.view({-1, ps, t.v.size(1), t.v.size(2)});
+    }
+    if (dc.inputs().k_new) {
+      const std::int64_t rows = geometry(c).total_new;
+      t.k_new = torch_cuda::view(dc.inputs().k_new, {rows, c.kv_heads, c.head_dim}).to(torch_bridge::scalar_type(c.dtype));
+      t.v_new = torch_cuda::view(dc.inputs().v_new, {rows, c.kv_heads, c.v_head_dim}).to(torch_bridge::scalar_type(c.dtype));
+    }
+    make_outputs(c, dc.geometry().total_q, at::kCUDA, spec_.contract.returns_lse, t);
+    call(spec_, c, t);
+    torch_cuda::write_out(t.out, out);
+    if (t.lse) torch_cuda::write_lse(*t.lse, out);
+  }
+
+ private:
+  PluginKernelSpec spec_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_plugin_kernel(PluginKernelSpec spec) {
+#if defined(FLASHCHECK_HAVE_CUDA)
+  if (spec.device == "cuda") return std::make_unique<DevicePluginKernel>(std::move(spec));
+#endif
+  return std::make_unique<HostPluginKernel>(std::move(spec));
+}
+
+}  // namespace flashcheck
