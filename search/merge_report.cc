@@ -22,6 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// tools/campaign_report.py: installed next to the executable (<prefix>/share/flashcheck), else in this
+// build's source tree.
+std::string report_script() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "flashcheck" / "campaign_report.py";
+    if (fs::exists(installed, ec)) return installed.string();
+  }
+  return std::string(FLASHCHECK_SOURCE_DIR) + "/tools/campaign_report.py";
+}
+
 std::string unit_problems(const FuzzReport& r) {
   std::string p;
   for (const Finding& f : r.findings)
@@ -150,7 +162,7 @@ void write_merge_files(const MergeResult& m, const std::string& dir) {
 std::string write_merge_html(const std::string& dir) {
   const char* env_python = std::getenv("FLASHCHECK_PYTHON");
   const std::string python = env_python && *env_python ? env_python : FLASHCHECK_REPORT_PYTHON;
-  const std::string script = std::string(FLASHCHECK_SOURCE_DIR) + "/tools/campaign_report.py";
+  const std::string script = report_script();
   if (!fs::exists(script)) return fmt::format("no report.html: {} is missing", script);
   const std::string note = (fs::path(dir) / "report-html.note").string();
   std::vector<std::string> args{python, script, dir, "--note", note};
