@@ -112,6 +112,10 @@ int run_campaign_command(const CampaignCommandOptions& o) {
     if (tty) fmt::print(stderr, "\n");
     fmt::print(stderr, "flashcheck campaign: {}\n", e.what());
     return kExitUsage;
+  } catch (const std::exception& e) {  // the journal cannot be written, a worker's body threw: the harness failed
+    if (tty) fmt::print(stderr, "\n");
+    fmt::print(stderr, "flashcheck campaign: stopped: {} (the journal keeps every finished chunk: rerun to resume)\n", e.what());
+    return kExitUsage;
   }
   if (tty) fmt::print(stderr, "\r{:<110}\r", "");
   print_outcome(o, spec, r);

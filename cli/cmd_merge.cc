@@ -14,7 +14,12 @@ int run_merge(const MergeOptions& o) {
     fmt::print(stderr, "flashcheck merge: {}\n", e.what());
     return kExitUsage;
   }
-  write_merge_files(m, o.out);
+  try {
+    write_merge_files(m, o.out);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "flashcheck merge: cannot write {}: {}\n", o.out, e.what());
+    return kExitUsage;
+  }
   fmt::print("{}", merge_markdown(m));
   std::string files = "summary.md, report.json, junit.xml";
   if (o.html) {
