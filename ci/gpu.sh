@@ -7,15 +7,17 @@
 #
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
-#   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign reach (default: all)
+#   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign reach
+#                              campaign-gpus (default: all)
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
+#   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-out/gpu}
 mkdir -p "$out"
-stages=${GPU_STAGES:-"tests refcheck replay bench probes gate integration campaign reach"}
+stages=${GPU_STAGES:-"tests refcheck replay bench probes gate integration campaign reach campaign-gpus"}
 declare -a table
 # Each row also goes to table.txt at once, so a run cut short still says how far it got.
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); printf '%-34s %s\n' "$1" "$2" >> "$out/table.txt"; }
@@ -196,6 +198,26 @@ PY
 )
     row "reach $k" "$summary ($(( $(date +%s) - start )) s)"
   done
+fi
+
+if has campaign-gpus; then
+  # `flashcheck campaign` with one worker per GPU over two CUDA kernels and the planted crashing mutant (its
+  # workers die with SIGSEGV and are replaced), killed with SIGKILL halfway and resumed, then merged into the
+  # HTML report (docs/CAMPAIGNS.md). Exit 1 of the campaign and the merge is the mutant's crashes.
+  t=${GPU_CAMPAIGN_GPUS_SECONDS:-60}
+  c="$out/campaign-gpus"
+  rm -rf "$c" "$c-report"
+  args=(--gpus all --kernel flash-fwd-varlen --kernel efficient-fwd-varlen --kernel mutant-segfault-tile-overrun
+        --time "$t" --seed 2030)
+  "$flashcheck" campaign --out "$c" "${args[@]}" > "$out/campaign-gpus-1.txt" 2>&1 &
+  pid=$!
+  sleep $(( t / 2 ))
+  kill -KILL "$pid"; wait "$pid" 2> /dev/null
+  fc campaign --out "$c" "${args[@]}" > "$out/campaign-gpus-2.txt" 2>&1; rc=$?
+  fc merge "$c" --out "$c-report" > "$out/campaign-gpus-merge.txt" 2>&1; mrc=$?
+  [ $rc -le 1 ] && [ $mrc -le 1 ] && [ -s "$c-report/report.html" ] || status=1
+  row "campaign --gpus all (killed, resumed)" "exit $rc/$mrc: $(grep -E '^campaign ' "$out/campaign-gpus-2.txt" | tail -1 | cut -c1-150)"
+  row "campaign --gpus all: merged" "$(grep -E '^[0-9]+ cases from' "$out/campaign-gpus-merge.txt"); $(grep -c 'data:image/png' "$c-report/report.html" 2> /dev/null) plots; $(grep -E 'has no plots' "$out/campaign-gpus-merge.txt" | cut -c1-80)"
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

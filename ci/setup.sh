@@ -73,5 +73,14 @@ if ! "$python_for_torch" -c "import numpy, safetensors.torch" 2>/dev/null; then
   log "installing safetensors from PyPI next to torch"
   "$python_for_torch" -m pip install -q --disable-pip-version-check "safetensors==0.7.0" packaging numpy
 fi
+# `flashcheck merge` draws the plots of its HTML report with matplotlib (tools/campaign_report.py). An offline
+# GPU node may lack it: its merges then say so and write the report without plots; CI must have it.
+if ! "$python_for_torch" -c "import matplotlib" 2>/dev/null; then
+  log "installing matplotlib from PyPI next to torch"
+  if ! "$python_for_torch" -m pip install -q --disable-pip-version-check "matplotlib==3.11.2"; then
+    [ -z "${CI:-}" ] || { echo "ci/setup.sh: cannot install matplotlib" >&2; exit 1; }
+    log "matplotlib not installed: campaign merges will write report.html without plots"
+  fi
+fi
 echo "$python_for_torch" > "$build/python-for-torch"
 log "torch: $("$python_for_torch" -c 'import torch; print(torch.__version__, torch.utils.cmake_prefix_path)' 2>/dev/null)"

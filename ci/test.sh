@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, the plugin and Python
 # kernel checks (ci/plugins.sh), the cross-check of the HF oracle against transformers (tools/hf_crosscheck: its
-# self-test, then the profile/release matrix), and (where the CUDA toolkit
-# is installed) a compile of the CUDA sources so that GPU code cannot rot on CPU-only CI.
+# self-test, then the profile/release matrix), the cluster templates (the Kubernetes manifests validated; the SLURM
+# array + merge run on a real one-node cluster, as root), and (where the CUDA toolkit is installed) a compile of
+# the CUDA sources so that GPU code cannot rot on CPU-only CI.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -15,6 +16,14 @@ bash ci/plugins.sh
 # then every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md).
 bash tools/hf_crosscheck/run.sh --selftest --quiet
 bash tools/hf_crosscheck/matrix.sh
+# Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job
+# array of CPU shards and its dependent merge on a local slurmctld + slurmd (Debian's packages).
+bash ci/k8s/validate.sh
+if [ "$(id -u)" = 0 ]; then
+  bash ci/slurm/test_local_cluster.sh build/cpu/cli/flashcheck
+else
+  echo "[test] skipping the SLURM cluster test: it starts slurmctld/slurmd as root"
+fi
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "[test] compiling the CUDA sources (cuda preset, nothing runs them here)"
   export PATH="$PATH:/usr/local/cuda/bin"

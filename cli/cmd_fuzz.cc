@@ -7,7 +7,6 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "properties/integration_property.h"
 #include "search/fuzz.h"
 
 namespace flashcheck::cli {
@@ -15,29 +14,10 @@ namespace flashcheck::cli {
 int run_fuzz_command(const FuzzCommandOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
-  std::vector<std::string> kernel_level;
-  bool integration = false;
-  for (const std::string& n : o.properties) {
-    if (n == "integration") integration = true;
-    else kernel_level.push_back(n);
-  }
-  std::vector<const Property*> props;
-  if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return kExitUsage;
   const bool every_property = std::find(o.properties.begin(), o.properties.end(), "all") != o.properties.end();
-  // The integration property runs once per profile, before the kernel-level properties.
   std::vector<std::unique_ptr<Property>> per_profile;
-  if (integration)
-    for (const std::string& n : o.profiles) {
-      const auto p = hf::parse_profile(n);
-      if (!p) {
-        fmt::print(stderr, "flashcheck fuzz: unknown profile '{}' ({})\n", n, hf::profile_name_list());
-        return kExitUsage;
-      }
-      per_profile.push_back(integration_property(*p));
-    }
   std::vector<const Property*> runs;
-  for (const auto& p : per_profile) runs.push_back(p.get());
-  runs.insert(runs.end(), props.begin(), props.end());
+  if (!resolve_runs(o.properties, o.profiles, "flashcheck fuzz", per_profile, runs)) return kExitUsage;
   if (o.cases <= 0 && o.time <= 0 && o.reproduce.empty()) {
     fmt::print(stderr, "flashcheck fuzz: give --cases N or --time SECONDS\n");
     return kExitUsage;
@@ -50,7 +30,6 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.cases = o.cases;
     fo.seconds = o.time;
     fo.seed = o.seed;
-    fo.max_size = o.max_size;
     fo.shrink = {o.shrink_attempts, o.shrink_seconds};
     fo.out_dir = o.out;
     fo.reproduce = o.reproduce;
@@ -68,12 +47,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   };
   for (const Property* p : runs) {
     FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->label()));
-    fo.limits.max_len = o.max_len;
-    fo.limits.max_batch = o.max_batch;
-    fo.limits.max_heads = o.max_heads;
-    fo.limits.work_budget = o.work_budget;
-    fo.model_limits.max_batch = std::min<std::int64_t>(o.max_batch, fo.model_limits.max_batch);
-    fo.model_limits.max_heads = o.max_heads;
+    apply_case_sizes(o.sizes, fo.max_size, fo.limits, fo.model_limits);
     const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
     // `--property all` means every property that applies: one that cannot run on this kernel is reported,

@@ -4,8 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "search/limits.h"
+
+namespace flashcheck {
+class Property;
+}
 
 namespace flashcheck::cli {
 
@@ -29,6 +36,22 @@ struct ReplayOptions {
 };
 int run_replay(const ReplayOptions& o);
 
+// Case sizes (search/limits.h GenLimits); GPU campaigns raise them to realistic lengths.
+struct CaseSizeOptions {
+  int max_size = 100;  // RapidCheck size ceiling
+  std::int64_t max_len = 192;
+  std::int64_t max_batch = 4;
+  std::int64_t max_heads = 16;
+  double work_budget = 3e6;
+};
+void apply_case_sizes(const CaseSizeOptions& s, int& max_size, GenLimits& limits, ModelGenLimits& model_limits);
+
+// --property/--profile: the integration property once per profile (owned by `owned`), then the kernel-level
+// properties. Prints the problem (as `command`) and returns false on an unknown name.
+bool resolve_runs(const std::vector<std::string>& properties, const std::vector<std::string>& profiles,
+                  const std::string& command, std::vector<std::unique_ptr<Property>>& owned,
+                  std::vector<const Property*>& runs);
+
 struct FuzzCommandOptions {
   std::string kernel;
   std::vector<std::string> properties{"conformance"};  // or "all", or "integration" (model level)
@@ -39,18 +62,38 @@ struct FuzzCommandOptions {
   std::string out = "out/fuzz";
   int shrink_attempts = 400;
   double shrink_seconds = 60;
-  int max_size = 100;
+  CaseSizeOptions sizes;
   std::string reproduce;
   bool json = false;
   bool isolate = true;
   double timeout = 120;
-  // Case sizes (search/limits.h GenLimits); GPU campaigns raise them to realistic lengths.
-  std::int64_t max_len = 192;
-  std::int64_t max_batch = 4;
-  std::int64_t max_heads = 16;
-  double work_budget = 3e6;
 };
 int run_fuzz_command(const FuzzCommandOptions& o);
+
+struct CampaignCommandOptions {
+  std::string out;                                     // the campaign directory (its state)
+  std::vector<std::string> kernels;
+  std::vector<std::string> properties{"conformance"};  // as for fuzz
+  std::vector<std::string> profiles{"hf-main"};
+  std::int64_t cases = 0;  // per kernel and property, all shards together
+  double time = 0;         // seconds for this shard, all its runs together
+  std::uint64_t seed = 1;
+  std::string shard = "0/1";
+  std::string gpus;  // "all" or "0,1,...": one worker per GPU ("": CPU workers)
+  int workers = 0;   // CPU workers (0: one)
+  double timeout = 120;
+  int shrink_attempts = 400;
+  double shrink_seconds = 60;
+  CaseSizeOptions sizes;
+};
+int run_campaign_command(const CampaignCommandOptions& o);
+
+struct MergeOptions {
+  std::vector<std::string> dirs;
+  std::string out = "merged";
+  bool html = true;
+};
+int run_merge(const MergeOptions& o);
 
 struct GateOptions {
   std::string fixtures = "fixtures";

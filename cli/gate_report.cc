@@ -6,22 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/xml.h"
+
 namespace flashcheck::cli {
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
 
 std::string run_problem(const FuzzReport& r) {
   std::string p;

@@ -5,6 +5,20 @@
 #include "cli/plugins.h"
 #include "core/hf_profiles.h"
 
+namespace {
+
+// The case-size options that fuzz and campaign share.
+void add_case_size_options(CLI::App* cmd, flashcheck::cli::CaseSizeOptions& s) {
+  cmd->add_option("--max-size", s.max_size, "RapidCheck size ceiling (1..100)")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--max-len", s.max_len, "Longest sequence the generator draws")->capture_default_str();
+  cmd->add_option("--max-batch", s.max_batch, "Most sequences per case")->capture_default_str();
+  cmd->add_option("--max-heads", s.max_heads, "Most query heads per case")->capture_default_str();
+  cmd->add_option("--work-budget", s.work_budget, "Ceiling of sum(Lq * Lk * H * (d + dv)) per case; lengths shrink to fit it")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace flashcheck::cli;
   CLI::App app{"flashcheck: differential testing and verification of flash-attention kernels"};
@@ -55,17 +69,43 @@ int main(int argc, char** argv) {
   cmd_fuzz->add_option("--out,-o", fuzz.out, "Directory for found fixtures and the in-flight case")->capture_default_str();
   cmd_fuzz->add_option("--shrink-attempts", fuzz.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
   cmd_fuzz->add_option("--shrink-seconds", fuzz.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
-  cmd_fuzz->add_option("--max-size", fuzz.max_size, "RapidCheck size ceiling (1..100)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd_fuzz->add_option("--reproduce", fuzz.reproduce, "Replay one failure from its RapidCheck reproduce string");
   cmd_fuzz->add_flag("--json", fuzz.json, "Machine-readable report");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
   cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
-  cmd_fuzz->add_option("--max-len", fuzz.max_len, "Longest sequence the generator draws")->capture_default_str();
-  cmd_fuzz->add_option("--max-batch", fuzz.max_batch, "Most sequences per case")->capture_default_str();
-  cmd_fuzz->add_option("--max-heads", fuzz.max_heads, "Most query heads per case")->capture_default_str();
-  cmd_fuzz->add_option("--work-budget", fuzz.work_budget,
-                       "Ceiling of sum(Lq * Lk * H * (d + dv)) per case; lengths shrink to fit it")
+  add_case_size_options(cmd_fuzz, fuzz.sizes);
+
+  CampaignCommandOptions campaign;
+  auto* cmd_campaign = app.add_subcommand(
+      "campaign", "Fuzz kernels x properties with one worker per GPU (or CPU worker), sharded and resumable; state in --out");
+  cmd_campaign->add_option("--out,-o", campaign.out, "Campaign directory: its state; rerun the same command to resume")->required();
+  cmd_campaign->add_option("--kernel,-k", campaign.kernels, "Kernel (repeatable)")->required()->expected(1)->take_all();
+  cmd_campaign->add_option("--property,-p", campaign.properties,
+                           "Property (repeatable, or 'all'; default conformance); 'integration' judges model-level cases")
+      ->expected(1)
+      ->take_all();
+  cmd_campaign->add_option("--profile", campaign.profiles, "HF flash-path profile for --property integration (repeatable)")
+      ->expected(1)
+      ->take_all()
       ->capture_default_str();
+  cmd_campaign->add_option("--cases,-n", campaign.cases, "Cases per kernel and property, all shards together");
+  cmd_campaign->add_option("--time,-t", campaign.time, "Seconds for this shard, all its runs together");
+  cmd_campaign->add_option("--seed,-s", campaign.seed, "Campaign seed (chunk c of every run is seeded from it)")->capture_default_str();
+  cmd_campaign->add_option("--shard", campaign.shard, "This shard, i/N: it runs chunks i, i+N, i+2N, ... of every run")
+      ->capture_default_str();
+  cmd_campaign->add_option("--gpus", campaign.gpus, "'all' or GPU indices '0,1,...': one worker per GPU, pinned to it");
+  cmd_campaign->add_option("--workers", campaign.workers, "CPU workers (without --gpus; default 1)")->check(CLI::Range(1, 1024));
+  cmd_campaign->add_option("--timeout", campaign.timeout, "Seconds before one case counts as hung")->capture_default_str();
+  cmd_campaign->add_option("--shrink-attempts", campaign.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
+  cmd_campaign->add_option("--shrink-seconds", campaign.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
+  add_case_size_options(cmd_campaign, campaign.sizes);
+
+  MergeOptions merge;
+  auto* cmd_merge = app.add_subcommand(
+      "merge", "Merge campaign directories (shards, resumed runs) into one report: summary.md, report.json, junit.xml, report.html");
+  cmd_merge->add_option("dirs", merge.dirs, "Campaign directories")->required();
+  cmd_merge->add_option("--out,-o", merge.out, "Directory for the merged reports")->capture_default_str();
+  cmd_merge->add_flag("!--no-html", merge.html, "Skip report.html (the plots)");
 
   GateOptions gate;
   auto* cmd_gate = app.add_subcommand(
@@ -143,6 +183,8 @@ int main(int argc, char** argv) {
   if (*cmd_list) return run_list(list);
   if (*cmd_replay) return run_replay(replay);
   if (*cmd_fuzz) return run_fuzz_command(fuzz);
+  if (*cmd_campaign) return run_campaign_command(campaign);
+  if (*cmd_merge) return run_merge(merge);
   if (*cmd_gate) return run_gate(gate);
   if (*cmd_mutants) return run_mutants(mutants);
   if (*cmd_bench) return run_bench(bench);

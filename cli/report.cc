@@ -4,7 +4,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "core/error.h"
+#include "properties/integration_property.h"
 
 namespace flashcheck::cli {
 
@@ -50,6 +52,42 @@ bool resolve_properties(const std::vector<std::string>& names, std::vector<const
     out.push_back(p);
   }
   return true;
+}
+
+bool resolve_runs(const std::vector<std::string>& properties, const std::vector<std::string>& profiles,
+                  const std::string& command, std::vector<std::unique_ptr<Property>>& owned,
+                  std::vector<const Property*>& runs) {
+  std::vector<std::string> kernel_level;
+  bool integration = false;
+  for (const std::string& n : properties) {
+    if (n == "integration") integration = true;
+    else kernel_level.push_back(n);
+  }
+  std::vector<const Property*> props;
+  if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return false;
+  // The integration property runs once per profile, before the kernel-level properties.
+  if (integration)
+    for (const std::string& n : profiles) {
+      const auto p = hf::parse_profile(n);
+      if (!p) {
+        fmt::print(stderr, "{}: unknown profile '{}' ({})\n", command, n, hf::profile_name_list());
+        return false;
+      }
+      owned.push_back(integration_property(*p));
+      runs.push_back(owned.back().get());
+    }
+  runs.insert(runs.end(), props.begin(), props.end());
+  return true;
+}
+
+void apply_case_sizes(const CaseSizeOptions& s, int& max_size, GenLimits& limits, ModelGenLimits& model_limits) {
+  max_size = s.max_size;
+  limits.max_len = s.max_len;
+  limits.max_batch = s.max_batch;
+  limits.max_heads = s.max_heads;
+  limits.work_budget = s.work_budget;
+  model_limits.max_batch = std::min<std::int64_t>(s.max_batch, model_limits.max_batch);
+  model_limits.max_heads = s.max_heads;
 }
 
 void print_fuzz_report(const FuzzReport& r) {

@@ -1,5 +1,5 @@
 # `cmake --install`: the flashcheck executable, the plugin ABI header, the Python bridge and the Python
-# kernels, and a CMake package so that an out-of-tree project writes find_package(flashcheck) and builds a
+# kernels, the script of the campaign merge's plots, and a CMake package so that an out-of-tree project writes find_package(flashcheck) and builds a
 # plugin with flashcheck_add_plugin() (examples/plugins).
 include(CMakePackageConfigHelpers)
 
@@ -21,6 +21,8 @@ if(TARGET flashcheck_python)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/python/flashcheck_kernels DESTINATION share/flashcheck/python
         FILES_MATCHING PATTERN "*.py")
+# `flashcheck merge` draws its report.html with it (search/merge_report.cc looks in <prefix>/share/flashcheck).
+install(FILES ${PROJECT_SOURCE_DIR}/tools/campaign_report.py DESTINATION share/flashcheck)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/flashcheckConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/flashcheckConfig.cmake INSTALL_DESTINATION lib/cmake/flashcheck)

@@ -23,14 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The seed of chunk `chunk` of a run (splitmix64 of the run's seed).
-std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(chunk + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // RapidCheck prints nothing: the driver reports.
 class QuietListener : public rc::detail::TestListener {
  public:
@@ -39,19 +31,12 @@ class QuietListener : public rc::detail::TestListener {
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
-// How an isolated worker follows the driver running inside it.
-struct Hooks {
-  int first_chunk = 0;
-  std::function<void(int chunk)> on_chunk;
-  std::function<void()> on_case_start, on_case_end;
-};
-
 // Everything the property lambda updates while RapidCheck drives it.
 struct RunState {
   Kernel& k;
   const Property& p;
   const FuzzOptions& o;
-  const Hooks& hooks;
+  const FuzzHooks& hooks;
   Clock::time_point start = Clock::now();
   Clock::time_point last_progress = Clock::now();
   FuzzReport report;
@@ -96,6 +81,7 @@ struct RunState {
     if (!failing) {
       ++report.cases;
       coverage.add(c);
+      if (hooks.on_judged) hooks.on_judged(c, v);
       if (o.on_progress && since(last_progress) > 0.5) {
         last_progress = Clock::now();
         o.on_progress(report.cases, static_cast<std::int64_t>(report.findings.size()), since(start));
@@ -124,18 +110,17 @@ struct RunState {
   }
 };
 
-FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks& hooks) {
+FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks) {
   RunState st{k, p, o, hooks};
   FuzzReport& report = st.report;
   report.kernel = std::string(k.name());
   report.property = p.label();
   report.seed = o.seed;
-  report.not_applicable = p.unsupported_reason(k);
-  if (report.not_applicable.empty()) report.not_applicable = requirements_unmet(k.contract(), p.requirements());
+  report.not_applicable = not_applicable_reason(k, p);
   if (!report.not_applicable.empty()) return report;
-  if (!o.out_dir.empty()) {
-    fs::create_directories(o.out_dir);
-    st.inflight = inflight_path(o.out_dir, k, p);
+  if (const std::string& dir = o.inflight_dir.empty() ? o.out_dir : o.inflight_dir; !dir.empty()) {
+    fs::create_directories(dir);
+    st.inflight = inflight_path(dir, k, p);
   }
   const rc::Gen<AnyCase> gen = case_gen(p, k, o.limits, o.model_limits);
   const std::string id = fmt::format("flashcheck/{}/{}", k.name(), p.label());
@@ -145,14 +130,15 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
   std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
   if (!o.reproduce.empty())
     for (const auto& [key, r] : rc::detail::configFromString(o.reproduce).reproduce) reproduce_map[id] = r;  // one property
-  for (int chunk = hooks.first_chunk; st.budget_left(); ++chunk) {
+  for (int chunk = hooks.first_chunk; st.budget_left() && (hooks.max_chunks == 0 || chunk < hooks.first_chunk + hooks.max_chunks);
+       ++chunk) {
     if (hooks.on_chunk) hooks.on_chunk(chunk);
     rc::detail::TestParams params;
     params.seed = chunk_seed(o.seed, chunk);
     params.maxSize = o.max_size;
     params.maxDiscardRatio = 20;
-    const std::int64_t left = o.cases == 0 ? 500 : o.cases - report.cases;
-    params.maxSuccess = static_cast<int>(std::min<std::int64_t>(left, 500));
+    const std::int64_t left = o.cases == 0 ? kChunkCases : o.cases - report.cases;
+    params.maxSuccess = static_cast<int>(std::min(left, kChunkCases));
     rc::detail::TestMetadata meta;
     meta.id = id;
     meta.description = id;
@@ -189,7 +175,21 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
 
 }  // namespace
 
-FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) { return drive(k, p, o, Hooks{}); }
+std::string not_applicable_reason(const Kernel& k, const Property& p) {
+  std::string why = p.unsupported_reason(k);
+  return why.empty() ? requirements_unmet(k.contract(), p.requirements()) : why;
+}
+
+std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {  // splitmix64 of the run's seed
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(chunk + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks) {
+  return drive(k, p, o, hooks);
+}
 
 FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o, double case_timeout_seconds) {
   FuzzReport total;
@@ -212,7 +212,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     // Messages: "C <chunk>" a chunk starts; "P <cases> <failures>" progress; "R <report JSON>" the end.
     const WorkerBody body = [&, child](WorkerChannel& ch) mutable {
       child.on_progress = [&ch](std::int64_t c, std::int64_t f, double) { ch.send('P', fmt::format("{} {}", c, f)); };
-      Hooks hooks;
+      FuzzHooks hooks;
       hooks.first_chunk = next_chunk;
       hooks.on_chunk = [&ch](int chunk) { ch.send('C', std::to_string(chunk)); };
       hooks.on_case_start = [&ch] { ch.begin("case"); };
@@ -245,7 +245,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     f.verdict.property = p.label();
     f.verdict.kind = x.timed_out ? VerdictKind::kTimeout : VerdictKind::kCrash;
     f.verdict.reason = x.died_in ? x.reason : "worker died between cases: " + x.reason;
-    if (const std::optional<AnyCase> c = read_inflight(inflight_path(dir, k, p))) {
+    if (const std::optional<AnyCase> c = read_inflight(inflight_path(o.inflight_dir.empty() ? dir : o.inflight_dir, k, p))) {
       set_finding_case(f, *c);
       add_finding(total, f, [&](const Finding& y) { return save_finding(o.out_dir, k, p, o.seed, y); });
     } else {

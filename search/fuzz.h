@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "core/verdict.h"
 #include "properties/property.h"
 #include "search/fuzz_report.h"
 #include "search/limits.h"
@@ -32,12 +33,30 @@ struct FuzzOptions {
   ShrinkBudget shrink;
   bool stop_at_first_failure = false;  // the mutant matrix wants cases-to-first-kill, not a campaign
   std::string out_dir;                 // where found fixtures and the in-flight case go ("": nowhere)
+  std::string inflight_dir;            // where the in-flight case goes instead ("": out_dir); one per worker
   std::string reproduce;               // RC_PARAMS "reproduce=..." string: replay that one failure
   std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
 };
 
+// RapidCheck runs a run in chunks of at most this many cases; chunk c is seeded chunk_seed(seed, c), so
+// chunk c of a seed holds the same cases whoever runs it (the campaigns' shards and resumes rely on it).
+inline constexpr std::int64_t kChunkCases = 500;
+std::uint64_t chunk_seed(std::uint64_t seed, int chunk);
+
+// How a caller that drives the run itself follows it (isolated workers, campaign workers).
+struct FuzzHooks {
+  int first_chunk = 0;
+  int max_chunks = 0;  // chunks to run at most (0: as many as the budget takes)
+  std::function<void(int chunk)> on_chunk;
+  std::function<void()> on_case_start, on_case_end;  // around every judged case, shrink candidates too
+  std::function<void(const AnyCase&, const Verdict&)> on_judged;  // every case the run counts
+};
+
+// Why `p` cannot run on `k` at all (its contract lacks what the property needs), or "".
+std::string not_applicable_reason(const Kernel& k, const Property& p);
+
 // Runs in this process.
-FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o);
+FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks = {});
 
 // Runs in worker processes: a kernel that crashes or hangs becomes a crash finding (its case is the
 // in-flight descriptor, saved as a fixture) and the run resumes after it with the remaining budget.

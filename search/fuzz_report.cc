@@ -32,12 +32,14 @@ std::string failure_signature(const std::string& property, const Finding& f) {
   return s;
 }
 
-void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save) {
+void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save, bool keep_replaced) {
   const std::string sig = failure_signature(r.property, f);
   for (Finding& g : r.findings) {
     if (failure_signature(r.property, g) != sig) continue;
+    f.count += g.count;
+    g.count = f.count;
     if (case_size(f) < case_size(g)) {
-      if (!g.fixture.empty()) {
+      if (!g.fixture.empty() && !keep_replaced) {
         remove_file(g.fixture);
         remove_file(std::filesystem::path(g.fixture).replace_extension(".safetensors").string());
       }
@@ -50,13 +52,13 @@ void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const
   r.findings.push_back(std::move(f));
 }
 
-void merge_reports(FuzzReport& into, const FuzzReport& part) {
+void merge_reports(FuzzReport& into, const FuzzReport& part, bool keep_replaced) {
   into.cases += part.cases;
   into.unsupported += part.unsupported;
   for (const auto& [reason, n] : part.unsupported_reasons) into.unsupported_reasons[reason] += n;
   into.crashes += part.crashes;
   into.failures += part.failures;
-  for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; });
+  for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; }, keep_replaced);
   into.worst_ratio = std::max(into.worst_ratio, part.worst_ratio);
   into.worst_bound_use = std::max(into.worst_bound_use, part.worst_bound_use);
   for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
@@ -78,7 +80,8 @@ nlohmann::json to_json(const FuzzReport& r) {
                         {"shrink_attempts", f.shrink_attempts},
                         {"shrink_budget_exhausted", f.shrink_budget_exhausted},
                         {"reproduce", f.reproduce},
-                        {"fixture", f.fixture}});
+                        {"fixture", f.fixture},
+                        {"count", f.count}});
   return {{"kernel", r.kernel},
           {"property", r.property},
           {"seed", r.seed},
@@ -120,6 +123,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
     x.shrink_budget_exhausted = f.at("shrink_budget_exhausted");
     x.reproduce = f.at("reproduce");
     x.fixture = f.at("fixture");
+    x.count = f.value("count", std::int64_t{1});
     r.findings.push_back(std::move(x));
   }
   r.seconds = j.at("seconds");

@@ -26,6 +26,7 @@ struct Finding {
   bool shrink_budget_exhausted = false;
   std::string reproduce;  // RC_PARAMS value that replays the failure through the same generator
   std::string fixture;    // where it was saved ("" when the run has no output folder)
+  std::int64_t count = 1;  // failing cases with this signature that it stands for
 };
 
 // Failures with the same signature (property, verdict kind, the features of the minimized case) are one
@@ -55,13 +56,15 @@ struct FuzzReport {
   bool ok() const { return findings.empty() && crashes == 0 && coverage_missing.empty() && not_applicable.empty(); }
 };
 
-// Keeps one finding per signature, the smallest; `save` writes a new smallest one (returning its path),
-// and the fixture it replaces is deleted.
-void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save);
+// Keeps one finding per signature, the smallest, with the counts of both summed; `save` writes a new
+// smallest one (returning its path), and the fixture it replaces is deleted unless `keep_replaced`.
+void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const Finding&)>& save,
+                 bool keep_replaced = false);
 
 // Adds `part` (another chunk or run of the same kernel and property) into `into`: counts, findings (one per
-// signature), worst ratios, coverage. Seconds and coverage_missing are the caller's to settle.
-void merge_reports(FuzzReport& into, const FuzzReport& part);
+// signature), worst ratios, coverage. Seconds and coverage_missing are the caller's to settle. The fixture of
+// a finding replaced by a smaller one is deleted unless `keep_replaced` (files of other runs: a merge).
+void merge_reports(FuzzReport& into, const FuzzReport& part, bool keep_replaced = false);
 
 nlohmann::json to_json(const FuzzReport& r);
 FuzzReport fuzz_report_from_json(const nlohmann::json& j);

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <poll.h>
+#include <set>
+#include <sys/prctl.h>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,12 +24,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Child side: each message is "<tag> <payload>\n"; 'B' and 'E' frame items.
+// Child side: each message is "<tag> <payload>\n"; 'B' and 'E' frame items. Requests from the parent
+// arrive one a line on a second pipe.
 class PipeChannel : public WorkerChannel {
  public:
-  explicit PipeChannel(int fd) : fd_(fd) {}
+  PipeChannel(int to_parent, int from_parent) : fd_(to_parent), in_(from_parent) {}
   void begin(std::string_view item) override { send('B', item); }
   void end() override { send('E', ""); }
   void send(char tag, std::string_view payload) override {
@@ -45,9 +46,24 @@ class PipeChannel : public WorkerChannel {
       done += static_cast<std::size_t>(n);
     }
   }
+  std::optional<std::string> receive() override {
+    for (;;) {
+      if (const std::size_t eol = buffer_.find('\n'); eol != std::string::npos) {
+        std::string line = buffer_.substr(0, eol);
+        buffer_.erase(0, eol + 1);
+        return line;
+      }
+      char chunk[4096];
+      const ssize_t n = ::read(in_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
 
  private:
-  int fd_;
+  int fd_, in_;
+  std::string buffer_;
 };
 
 // In-process side: messages go straight to the handler.
@@ -57,6 +73,7 @@ class DirectChannel : public WorkerChannel {
   void begin(std::string_view) override {}
   void end() override {}
   void send(char tag, std::string_view payload) override { h_(tag, std::string(payload)); }
+  std::optional<std::string> receive() override { return std::nullopt; }
 
  private:
   const WorkerHandler& h_;
@@ -77,32 +94,37 @@ std::string exit_reason(int status, const std::string& note_path) {
   return "process ended abnormally";
 }
 
+double now_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+// The parent's ends of the pipes of every worker alive: a worker forked later closes them, so that one
+// worker never holds another's pipe open (its parent would then never see that worker end).
+std::set<int>& parent_fds() {
+  static std::set<int> fds;
+  return fds;
+}
+
 }  // namespace
 
-WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, const WorkerOptions& o) {
-  WorkerExit x;
-  if (!o.isolate) {
-    DirectChannel channel(on_message);
-    try {
-      body(channel);
-    } catch (const std::exception& e) {
-      x.clean = false;
-      x.error = e.what();
-    }
-    return x;
-  }
-
+WorkerProcess::WorkerProcess(const WorkerBody& body, const WorkerOptions& o) : item_timeout_(o.item_timeout) {
   static std::atomic<int> serial{0};
-  const std::string note = (std::filesystem::temp_directory_path() /
-                            fmt::format("flashcheck-worker-{}-{}.note", ::getpid(), serial++)).string();
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("pipe failed: {}", std::strerror(errno)));
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::close(fds[0]);
-    set_device_error_note(note);
-    PipeChannel channel(fds[1]);
+  // A worker gone before reading what it was told must not take the parent down with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  note_ = (std::filesystem::temp_directory_path() / fmt::format("flashcheck-worker-{}-{}.note", ::getpid(), serial++)).string();
+  int up[2], down[2];
+  if (::pipe(up) != 0 || ::pipe(down) != 0) throw std::runtime_error(fmt::format("pipe failed: {}", std::strerror(errno)));
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+  if (pid_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(3);  // the parent died before prctl took effect
+    std::signal(SIGPIPE, SIG_DFL);
+    for (const int fd : parent_fds()) ::close(fd);
+    ::close(up[0]);
+    ::close(down[1]);
+    for (const auto& [name, value] : o.env) ::setenv(name.c_str(), value.c_str(), 1);
+    set_device_error_note(note_);
+    PipeChannel channel(up[1], down[0]);
     try {
       body(channel);
     } catch (const std::exception& e) {
@@ -112,66 +134,124 @@ WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, c
     }
     ::_exit(0);
   }
-  ::close(fds[1]);
+  ::close(up[1]);
+  ::close(down[0]);
+  from_child_ = up[0];
+  to_child_ = down[1];
+  parent_fds().insert(from_child_);
+  parent_fds().insert(to_child_);
+}
 
-  std::string buffer;
-  std::optional<std::string> in_flight;
-  auto item_start = Clock::now();
-  for (;;) {
-    int wait_ms = -1;
-    if (in_flight && o.item_timeout > 0) {
-      const double left = o.item_timeout - since(item_start);
-      wait_ms = left <= 0 ? 0 : static_cast<int>(left * 1000) + 1;
+WorkerProcess::~WorkerProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    finish();
+  }
+}
+
+bool WorkerProcess::pump(const WorkerHandler& on_message) {
+  char chunk[65536];
+  ssize_t n;
+  do {
+    n = ::read(from_child_, chunk, sizeof chunk);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;  // the worker finished or died
+  buffer_.append(chunk, static_cast<std::size_t>(n));
+  std::size_t eol, from = 0;
+  while ((eol = buffer_.find('\n', from)) != std::string::npos) {
+    const std::string_view line(buffer_.data() + from, eol - from);
+    from = eol + 1;
+    if (line.size() < 2) continue;
+    const char tag = line[0];
+    std::string payload(line.substr(2));
+    if (tag == 'B') {
+      in_flight_ = std::move(payload);
+      item_start_ = now_seconds();
+    } else if (tag == 'E') {
+      in_flight_.reset();
+    } else if (tag == 'X') {
+      exit_.clean = false;
+      exit_.error = std::move(payload);
+    } else {
+      on_message(tag, payload);
     }
-    pollfd pf{fds[0], POLLIN, 0};
-    const int ready = ::poll(&pf, 1, wait_ms);
+  }
+  buffer_.erase(0, from);
+  return true;
+}
+
+std::optional<double> WorkerProcess::item_time_left() const {
+  if (!in_flight_ || item_timeout_ <= 0 || timed_out_) return std::nullopt;
+  return std::max(0.0, item_timeout_ - (now_seconds() - item_start_));
+}
+
+void WorkerProcess::kill_hung() {
+  ::kill(pid_, SIGKILL);
+  timed_out_ = true;
+}
+
+void WorkerProcess::tell(std::string_view line) {
+  std::string l(line);
+  l += '\n';
+  std::size_t done = 0;
+  while (done < l.size()) {
+    const ssize_t n = ::write(to_child_, l.data() + done, l.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the worker is gone; its end shows up in pump()
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+WorkerExit WorkerProcess::finish() {
+  if (pid_ <= 0) return exit_;
+  for (const int fd : {from_child_, to_child_}) {
+    parent_fds().erase(fd);
+    ::close(fd);
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  const std::string reason = timed_out_ ? fmt::format("no result within {} s; process killed", item_timeout_)
+                                        : exit_reason(status, note_);
+  remove_file(note_);
+  exit_.timed_out = timed_out_;
+  if (in_flight_) {
+    exit_.clean = false;
+    exit_.died_in = std::move(in_flight_);
+    exit_.reason = reason;
+  } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    exit_.clean = false;
+    exit_.reason = reason;
+  }
+  return exit_;
+}
+
+WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, const WorkerOptions& o) {
+  if (!o.isolate) {
+    WorkerExit x;
+    DirectChannel channel(on_message);
+    try {
+      body(channel);
+    } catch (const std::exception& e) {
+      x.clean = false;
+      x.error = e.what();
+    }
+    return x;
+  }
+  WorkerProcess w(body, o);
+  for (;;) {
+    const std::optional<double> left = w.item_time_left();
+    pollfd pf{w.fd(), POLLIN, 0};
+    const int ready = ::poll(&pf, 1, left ? static_cast<int>(*left * 1000) + 1 : -1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {  // the item in flight ran past its limit
-      ::kill(pid, SIGKILL);
-      x.timed_out = true;
-      break;
+      w.kill_hung();
+      continue;
     }
-    char chunk[65536];
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the worker finished or died
-    buffer.append(chunk, static_cast<std::size_t>(n));
-    std::size_t eol;
-    while ((eol = buffer.find('\n')) != std::string::npos) {
-      const std::string line = buffer.substr(0, eol);
-      buffer.erase(0, eol + 1);
-      if (line.size() < 2) continue;
-      const char tag = line[0];
-      std::string payload = line.substr(2);
-      if (tag == 'B') {
-        in_flight = std::move(payload);
-        item_start = Clock::now();
-      } else if (tag == 'E') {
-        in_flight.reset();
-      } else if (tag == 'X') {
-        x.clean = false;
-        x.error = std::move(payload);
-      } else {
-        on_message(tag, payload);
-      }
-    }
+    if (!w.pump(on_message)) break;
   }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const std::string reason = x.timed_out ? fmt::format("no result within {} s; process killed", o.item_timeout)
-                                         : exit_reason(status, note);
-  remove_file(note);
-  if (in_flight) {
-    x.clean = false;
-    x.died_in = std::move(in_flight);
-    x.reason = reason;
-  } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    x.clean = false;
-    x.reason = reason;
-  }
-  return x;
+  return w.finish();
 }
 
 }  // namespace flashcheck

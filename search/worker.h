@@ -4,14 +4,18 @@
 // past the item limit or hits a sticky device error, the parent knows which item it died in and carries on
 // with a fresh worker: a crashing kernel never takes the harness, or the records before it, down.
 //
-// The parent only forks and reads: it must not have started threads (LibTorch's OpenMP pool, a CUDA
-// context) before forking, so every kernel call, reference and oracle runs inside a body.
+// The parent only forks, reads and answers: it must not have started threads (LibTorch's OpenMP pool, a
+// CUDA context) before forking, so every kernel call, reference and oracle runs inside a body. A body
+// that serves many requests (a campaign worker) reads them from its parent with receive().
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
+#include <utility>
+#include <vector>
 
 namespace flashcheck {
 
@@ -24,11 +28,17 @@ class WorkerChannel {
   // Anything else, for the caller's handler. 'B', 'E' and 'X' are the protocol's own (begin, end, the
   // body's exception).
   virtual void send(char tag, std::string_view payload) = 0;
+  // The next line the parent told this worker (WorkerProcess::tell); nothing once the parent closed its
+  // side, and always nothing in-process.
+  virtual std::optional<std::string> receive() = 0;
 };
 
 struct WorkerOptions {
   bool isolate = true;        // false: the body runs in this process (debuggers, sanitizers)
   double item_timeout = 300;  // seconds one item may take; <= 0: no limit
+  // Set in the child before the body runs, so before any CUDA call: CUDA_VISIBLE_DEVICES pins a worker to
+  // its GPU (the CUDA runtime reads it once, when it initializes).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 struct WorkerExit {
@@ -45,5 +55,36 @@ using WorkerHandler = std::function<void(char tag, const std::string& payload)>;
 // Runs `body` once (in a child unless o.isolate is false), passing every message other than begin/end
 // to `on_message` as it arrives.
 WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, const WorkerOptions& o);
+
+// One isolated worker among several that the caller watches at once (a campaign's supervisor): poll fd(),
+// pump() when it is readable, kill_hung() when item_time_left() runs out, finish() once pump() says the
+// worker is gone. The child dies with its parent (a supervisor killed by SIGKILL leaves no worker behind).
+class WorkerProcess {
+ public:
+  WorkerProcess(const WorkerBody& body, const WorkerOptions& o);
+  ~WorkerProcess();  // kills and reaps a worker still running
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  int fd() const { return from_child_; }
+  pid_t pid() const { return pid_; }
+  // Reads what the worker sent and hands each message to `on_message`; false once the worker closed its end.
+  bool pump(const WorkerHandler& on_message);
+  // Seconds before the item in flight runs past its limit; nothing when no item is in flight or no limit.
+  std::optional<double> item_time_left() const;
+  void kill_hung();                  // the item in flight ran past its limit
+  void tell(std::string_view line);  // a line for the body's receive(); lost if the worker is gone
+  WorkerExit finish();               // after pump() returned false: reaps the worker and says how it ended
+
+ private:
+  double item_timeout_;
+  pid_t pid_ = -1;
+  int from_child_ = -1, to_child_ = -1;
+  std::string note_, buffer_;
+  std::optional<std::string> in_flight_;
+  double item_start_ = 0;
+  bool timed_out_ = false;
+  WorkerExit exit_;
+};
 
 }  // namespace flashcheck

@@ -2,6 +2,8 @@
 #include "search/worker.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <csignal>
 #include <limits>
 #include <gtest/gtest.h>
@@ -134,6 +136,38 @@ TEST(Worker, AnItemPastItsLimitIsKilled) {
   EXPECT_TRUE(x.timed_out);
   ASSERT_TRUE(x.died_in.has_value());
   EXPECT_EQ(*x.died_in, "slow");
+}
+
+TEST(WorkerProcess, TheChildStartsWithItsEnvironmentAndServesRequestsUntilTheParentStops) {
+  WorkerOptions o;
+  o.env = {{"FLASHCHECK_TEST_DEVICE", "3"}};
+  const WorkerBody body = [](WorkerChannel& ch) {
+    const char* device = std::getenv("FLASHCHECK_TEST_DEVICE");
+    ch.send('D', device ? device : "unset");
+    while (const std::optional<std::string> request = ch.receive()) {
+      if (*request == "quit") return;
+      ch.send('A', *request + "!");
+    }
+  };
+  std::vector<std::unique_ptr<WorkerProcess>> workers;
+  workers.push_back(std::make_unique<WorkerProcess>(body, o));
+  workers.push_back(std::make_unique<WorkerProcess>(body, WorkerOptions{}));
+  workers[0]->tell("ping");
+  workers[1]->tell("pong");
+  std::vector<std::vector<std::string>> got(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    while (got[i].size() < 2)
+      ASSERT_TRUE(workers[i]->pump([&](char tag, const std::string& p) { got[i].push_back(std::string(1, tag) + p); }));
+  }
+  EXPECT_EQ(got[0], (std::vector<std::string>{"D3", "Aping!"}));
+  EXPECT_EQ(got[1], (std::vector<std::string>{"Dunset", "Apong!"}));
+  EXPECT_EQ(std::getenv("FLASHCHECK_TEST_DEVICE"), nullptr);  // set in the child only
+  workers.pop_back();  // killed and reaped by its destructor
+  workers[0]->tell("quit");
+  while (workers[0]->pump([](char, const std::string&) {})) {
+  }
+  const WorkerExit x = workers[0]->finish();
+  EXPECT_TRUE(x.clean) << x.reason;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <sys/wait.h>
@@ -73,22 +74,24 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
 }
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
-bool available() {
+int count() {
   // Probed in a child process: initializing the CUDA runtime here would break every worker this process
   // forks afterwards (the runtime does not survive fork). Children inherit the cached answer.
-  static const bool present = [] {
+  static const int devices = [] {
     const pid_t pid = ::fork();
     if (pid == 0) {
       int n = 0;
-      ::_exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+      ::_exit(cudaGetDeviceCount(&n) == cudaSuccess ? std::min(n, 254) : 255);
     }
-    if (pid < 0) return false;
+    if (pid < 0) return 0;
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) != 255 ? WEXITSTATUS(status) : 0;
   }();
-  return present;
+  return devices;
 }
+
+bool available() { return count() > 0; }
 
 }  // namespace flashcheck::device

@@ -40,5 +40,6 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void synchronize();
 bool available();  // a CUDA device is present and usable
+int count();       // CUDA devices this process sees (after CUDA_VISIBLE_DEVICES), counted without initializing CUDA here
 
 }  // namespace flashcheck::device

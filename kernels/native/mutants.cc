@@ -60,6 +60,9 @@ const std::vector<MutantSpec>& specs() {
       {{"mutant-nondeterministic-order", "key tiles visited in an order that changes between runs",
         "split-KV / atomic accumulation order"},
        [](F& f) { f.nondeterministic_order = true; }},
+      {{"mutant-segfault-tile-overrun", "the process dies (SIGSEGV) when a key length is one past a whole 32-key tile",
+        ""},
+       [](F& f) { f.segfault_tile_overrun = true; }},
   };
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <fmt/format.h>
 #include <limits>
 #include <numeric>
@@ -130,6 +131,8 @@ void TiledCpuKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffe
     const std::int64_t p0 = (!a.leftpad_k.empty() && !f.ignore_leftpad) ? a.leftpad_k[b] : 0;
     const std::int64_t lk = std::max<std::int64_t>(kv_end - p0, 0);
     const std::int64_t off = f.top_left_causal ? 0 : lk - lq;
+    // A read past the last key tile that faults: the process dies, as a kernel with a bad address does.
+    if (f.segfault_tile_overrun && lk > 32 && lk % 32 == 1) std::raise(SIGSEGV);
     std::int64_t k_seg = a.cu_seqlens_k[b];
     if (f.cu_seqlens_k_off_by_one && b > 0) k_seg += 1;
 

@@ -39,6 +39,7 @@ struct TiledFaults {
   bool write_past_end = false;          // one extra row written after the last query row
   bool skip_last_row = false;           // the last query row of every sequence is never written
   bool nondeterministic_order = false;  // key tiles visited in an order that changes between runs
+  bool segfault_tile_overrun = false;   // dies with SIGSEGV when a key length is one past a whole 32-key tile
 };
 
 }  // namespace detail

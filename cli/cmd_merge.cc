@@ -1,0 +1,34 @@
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "search/merge.h"
+#include "search/merge_report.h"
+
+namespace flashcheck::cli {
+
+int run_merge(const MergeOptions& o) {
+  MergeResult m;
+  try {
+    m = merge_campaigns(o.dirs);
+  } catch (const MergeError& e) {
+    fmt::print(stderr, "flashcheck merge: {}\n", e.what());
+    return kExitUsage;
+  }
+  try {
+    write_merge_files(m, o.out);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "flashcheck merge: cannot write {}: {}\n", o.out, e.what());
+    return kExitUsage;
+  }
+  fmt::print("{}", merge_markdown(m));
+  std::string files = "summary.md, report.json, junit.xml";
+  if (o.html) {
+    const std::string why = write_merge_html(o.out);
+    if (why.rfind("no report.html", 0) != 0) files += ", report.html";
+    if (!why.empty()) fmt::print(stderr, "flashcheck merge: {}\n", why);
+  }
+  fmt::print("\nwrote {} in {}\n", files, o.out);
+  return m.ok() ? kExitOk : kExitFailure;
+}
+
+}  // namespace flashcheck::cli

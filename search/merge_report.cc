@@ -1,0 +1,186 @@
+#include "search/merge_report.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "core/files.h"
+#include "core/xml.h"
+#include "search/gate.h"
+
+extern char** environ;
+
+namespace flashcheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+// tools/campaign_report.py: installed next to the executable (<prefix>/share/flashcheck), else in this
+// build's source tree.
+std::string report_script() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "flashcheck" / "campaign_report.py";
+    if (fs::exists(installed, ec)) return installed.string();
+  }
+  return std::string(FLASHCHECK_SOURCE_DIR) + "/tools/campaign_report.py";
+}
+
+std::string unit_problems(const FuzzReport& r) {
+  std::string p;
+  for (const Finding& f : r.findings)
+    p += fmt::format("{} x{}: {} -- {}\n", to_string(f.verdict.kind), f.count,
+                     f.model_case ? summary(*f.model_case) : summary(f.minimized), f.verdict.reason) +
+         (f.fixture.empty() ? "" : fmt::format("  replay: flashcheck replay {} --kernel {}\n", f.fixture, r.kernel));
+  if (!r.coverage_missing.empty()) p += fmt::format("coverage missing: {}\n", fmt::join(r.coverage_missing, " "));
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json merge_json(const MergeResult& m) {
+  nlohmann::json campaigns = nlohmann::json::array();
+  for (const MergedCampaign& c : m.campaigns)
+    campaigns.push_back({{"dir", c.dir},
+                         {"shard", fmt::format("{}/{}", c.spec.shard.index, c.spec.shard.count)},
+                         {"seed", c.spec.seed},
+                         {"cases_budget", c.spec.cases},
+                         {"seconds_budget", c.spec.seconds},
+                         {"chunks_done", c.chunks_done},
+                         {"chunks_planned", c.chunks_planned ? nlohmann::json(*c.chunks_planned) : nlohmann::json()},
+                         {"seconds_used", c.seconds_used},
+                         {"sessions", c.sessions},
+                         {"torn_lines", c.torn_lines}});
+  nlohmann::json units = nlohmann::json::array();
+  std::int64_t cases = 0, failures = 0, crashes = 0, findings = 0;
+  for (const MergedUnit& u : m.units) {
+    nlohmann::json j = to_json(u.report);
+    for (std::size_t i = 0; i < u.report.findings.size(); ++i)
+      j["findings"][i]["signature"] = failure_signature(u.report.property, u.report.findings[i]);
+    j["stats"] = to_json(u.stats);
+    j["required_coverage"] = u.required_coverage;
+    units.push_back(std::move(j));
+    cases += u.report.cases;
+    failures += u.report.failures;
+    crashes += u.report.crashes;
+    findings += static_cast<std::int64_t>(u.report.findings.size());
+  }
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerThroughput& w : m.workers) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const ThroughputPoint& p : w.points) points.push_back({p.finished, p.cases, p.seconds});
+    workers.push_back({{"dir", w.dir},
+                       {"host", w.host},
+                       {"device", w.device},
+                       {"worker", w.worker},
+                       {"cases", w.cases},
+                       {"busy_seconds", w.busy_seconds},
+                       {"cases_per_second", w.cases_per_second()},
+                       {"chunks", points}});
+  }
+  return {{"format", "flashcheck-merge/1"},
+          {"ok", m.ok()},
+          {"totals", {{"cases", cases}, {"failures", failures}, {"crashes", crashes}, {"findings", findings}}},
+          {"campaigns", campaigns},
+          {"warnings", m.warnings},
+          {"first_start", m.first_start},
+          {"units", units},
+          {"workers", workers}};
+}
+
+std::string merge_markdown(const MergeResult& m) {
+  std::int64_t cases = 0;
+  for (const MergedUnit& u : m.units) cases += u.report.cases;
+  std::string md = fmt::format("# flashcheck campaign merge: {}\n\n{} cases from {} campaign director{}.\n\n", m.ok() ? "PASS" : "FAIL",
+                               cases, m.campaigns.size(), m.campaigns.size() == 1 ? "y" : "ies");
+  for (const std::string& w : m.warnings) md += fmt::format("- **warning**: {}\n", w);
+  if (!m.warnings.empty()) md += "\n";
+  md += "| directory | shard | seed | budget | chunks done | sessions | seconds |\n|---|---|---|---|---|---|---|\n";
+  for (const MergedCampaign& c : m.campaigns)
+    md += fmt::format("| {} | {}/{} | {} | {} | {}{} | {} | {:.0f} |\n", c.dir, c.spec.shard.index, c.spec.shard.count, c.spec.seed,
+                      c.spec.cases > 0 ? fmt::format("{} cases", c.spec.cases) : fmt::format("{:.0f} s", c.spec.seconds),
+                      c.chunks_done, c.chunks_planned ? fmt::format(" of {}", *c.chunks_planned) : "", c.sessions, c.seconds_used);
+  md += "\n## Kernels x properties\n\n| kernel | property | cases | failing cases | findings | crashes | worst err/bound | status |\n"
+        "|---|---|---|---|---|---|---|---|\n";
+  for (const MergedUnit& u : m.units) {
+    const FuzzReport& r = u.report;
+    if (!r.not_applicable.empty()) {
+      md += fmt::format("| {} | {} | - | - | - | - | - | n/a: {} |\n", r.kernel, r.property, r.not_applicable);
+      continue;
+    }
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} |\n", r.kernel, r.property, r.cases, r.failures,
+                      r.findings.size(), r.crashes, r.worst_bound_use, r.ok() ? "ok" : "**FAIL**");
+  }
+  for (const MergedUnit& u : m.units)
+    if (u.report.not_applicable.empty() && !u.report.ok())
+      md += fmt::format("\n### {} / {}\n\n```\n{}```\n", u.report.kernel, u.report.property, unit_problems(u.report));
+  md += "\n## Workers\n\n| directory | host | device | cases | busy seconds | cases/s |\n|---|---|---|---|---|---|\n";
+  for (const WorkerThroughput& w : m.workers)
+    md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} |\n", w.dir, w.host, w.device, w.cases, w.busy_seconds,
+                      w.cases_per_second());
+  return md;
+}
+
+std::string merge_junit(const MergeResult& m) {
+  std::string cases;
+  int failures = 0, skipped = 0;
+  double seconds = 0;
+  for (const MergedUnit& u : m.units) {
+    const FuzzReport& r = u.report;
+    seconds += r.seconds;
+    cases += fmt::format("  <testcase classname=\"campaign.{}\" name=\"{}\" time=\"{:.3f}\">", xml_escape(r.kernel),
+                         xml_escape(r.property), r.seconds);
+    if (!r.not_applicable.empty()) {
+      ++skipped;
+      cases += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_applicable));
+    } else if (!r.ok()) {
+      ++failures;
+      cases += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(gate_line(r)), xml_escape(unit_problems(r)));
+    }
+    cases += "</testcase>\n";
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"flashcheck-campaign\" "
+                     "tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}</testsuite>\n</testsuites>\n",
+                     m.units.size(), failures, skipped, seconds, cases);
+}
+
+void write_merge_files(const MergeResult& m, const std::string& dir) {
+  fs::create_directories(dir);
+  std::ofstream(fs::path(dir) / "report.json") << merge_json(m).dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "summary.md") << merge_markdown(m);
+  std::ofstream(fs::path(dir) / "junit.xml") << merge_junit(m);
+}
+
+std::string write_merge_html(const std::string& dir) {
+  const char* env_python = std::getenv("FLASHCHECK_PYTHON");
+  const std::string python = env_python && *env_python ? env_python : FLASHCHECK_REPORT_PYTHON;
+  const std::string script = report_script();
+  if (!fs::exists(script)) return fmt::format("no report.html: {} is missing", script);
+  const std::string note = (fs::path(dir) / "report-html.note").string();
+  std::vector<std::string> args{python, script, dir, "--note", note};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int rc = ::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ); rc != 0)
+    return fmt::format("no report.html: cannot run {}: {}", python, std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string why;
+  if (std::ifstream in(note); in) std::getline(in, why);
+  remove_file(note);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return fmt::format("no report.html: {} {} failed (exit status {})", python, script, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return why;
+}
+
+}  // namespace flashcheck
