@@ -1,13 +1,18 @@
 // `flashcheck export`: model-level cases with the C++ oracle's results, for tools/hf_crosscheck/crosscheck.py to check
 // against transformers itself. The format is that script's input (its docstring and README's
 // "Cross-check" section): DIR/manifest.json plus one safetensors file per case.
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "core/error.h"
+#include "core/files.h"
+#include "core/input_limits.h"
+#include "core/json_input.h"
 #include "core/fixture.h"
 #include "core/model_case_json.h"
 #include "core/model_tensors.h"
@@ -70,9 +75,27 @@ void write_case(const fs::path& dir, const std::string& file, const ModelCase& m
   write_safetensors((dir / file).string(), f);
 }
 
+// The files an earlier export left in `dir` (its manifest and the tensors it lists): an export may replace
+// them. Anything else in the way is a user's file. Throws InputError when manifest.json is not an export's.
+std::set<std::string> earlier_export(const fs::path& dir) {
+  const std::string manifest = (dir / "manifest.json").string();
+  if (!path_exists(manifest)) return {};
+  const json j = parse_json_input(read_input_file(manifest, limits::kMaxFixtureBytes * 16), manifest);
+  if (!j.is_object() || j.value("schema", "") != "flashcheck.export/1" || !j.contains("cases") || !j["cases"].is_array())
+    throw InputError(manifest, "schema", "not a manifest written by flashcheck export");
+  std::set<std::string> ours{"manifest.json"};
+  for (const json& c : j["cases"])
+    if (c.is_object() && c.contains("tensors") && c["tensors"].is_string()) {
+      const std::string name = c["tensors"].get<std::string>();
+      if (name.find('/') == std::string::npos && name != "..") ours.insert(name);
+    }
+  return ours;
+}
+
 }  // namespace
 
 int run_export(const ExportOptions& o) {
+  if (!check_count("export", "--generated", o.generated, 0, kMaxPreGeneratedCases)) return kExitUsage;
   const auto profile = hf::parse_profile(o.profile);
   if (!profile) {
     fmt::print(stderr, "flashcheck export: unknown profile '{}'\n", o.profile);
@@ -98,21 +121,38 @@ int run_export(const ExportOptions& o) {
   for (ModelCase& m : sample_model_cases(o.generated, o.seed)) cases.emplace_back(fmt::format("generated-{:04}", i++), std::move(m));
 
   const fs::path dir(o.out);
-  fs::create_directories(dir);
+  ensure_output_dir(dir.string());
+  std::set<std::string> ours;
+  try {
+    ours = earlier_export(dir);
+  } catch (const InputError& e) {
+    if (!o.force) {
+      fmt::print(stderr, "flashcheck export: {} (--force replaces it)\n", e.what());
+      return kExitUsage;
+    }
+  }
+  std::vector<std::string> files{"manifest.json"};
+  for (std::size_t i = 0; i < cases.size(); ++i) files.push_back(fmt::format("{:04}.safetensors", i));
+  if (!o.force)
+    for (const std::string& f : files)
+      if (!ours.count(f) && path_exists((dir / f).string())) {
+        fmt::print(stderr, "flashcheck export: {} exists and was not written by an earlier export; --force replaces it\n",
+                   (dir / f).string());
+        return kExitUsage;
+      }
   json manifest = {{"schema", "flashcheck.export/1"}, {"cases", json::array()}};
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& [name, m] = cases[i];
-    const std::string file = fmt::format("{:04}.safetensors", i);
+    const std::string& file = files[i + 1];
     const hf::FlashPlan plan = hf::plan_flash_path(*profile, m);
     write_case(dir, file, m, plan);
     manifest["cases"].push_back({{"name", name}, {"case", model_case_to_json(m)}, {"tensors", file}, {"flash", flash_json(plan)}});
   }
-  std::ofstream out(dir / "manifest.json", std::ios::trunc);
-  out << manifest.dump(1) << "\n";
-  if (!out) {
-    fmt::print(stderr, "flashcheck export: cannot write {}\n", (dir / "manifest.json").string());
-    return kExitUsage;
-  }
+  // The manifest last: it names only complete files. Then the earlier export's files this one does not have.
+  write_file_atomic((dir / "manifest.json").string(),
+                    manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+  for (const std::string& f : ours)
+    if (std::find(files.begin(), files.end(), f) == files.end()) remove_file((dir / f).string());
   fmt::print("exported {} model cases ({} from fixtures, {} generated) to {}\n", cases.size(), cases.size() - o.generated,
              o.generated, dir.string());
   return kExitOk;

@@ -5,13 +5,30 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/report.h"
+#include "core/input_limits.h"
 #include "properties/integration_property.h"
 #include "search/fuzz.h"
 
 namespace flashcheck::cli {
 
+namespace {
+
+bool options_in_range(const FuzzCommandOptions& o) {
+  return check_count("fuzz", "--cases", o.cases, 0, kMaxFuzzCases) && check_seconds("fuzz", "--time", o.time, 0, kMaxSeconds) &&
+         check_timeout("fuzz", o.timeout) && check_count("fuzz", "--shrink-attempts", o.shrink_attempts, 0, 10'000'000) &&
+         check_seconds("fuzz", "--shrink-seconds", o.shrink_seconds, 0, kMaxSeconds) &&
+         check_count("fuzz", "--max-len", o.max_len, 1, limits::kMaxLength) &&
+         check_count("fuzz", "--max-batch", o.max_batch, 1, 4096) &&
+         check_count("fuzz", "--max-heads", o.max_heads, 1, limits::kMaxHeads) &&
+         check_seconds("fuzz", "--work-budget", o.work_budget, 1, 1e15);  // not seconds, but a finite positive number
+}
+
+}  // namespace
+
 int run_fuzz_command(const FuzzCommandOptions& o) {
+  if (!options_in_range(o)) return kExitUsage;
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
   std::vector<std::string> kernel_level;
@@ -72,7 +89,16 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.limits.work_budget = o.work_budget;
     fo.model_limits.max_batch = std::min<std::int64_t>(o.max_batch, fo.model_limits.max_batch);
     fo.model_limits.max_heads = o.max_heads;
-    const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
+    FuzzReport r;
+    try {
+      r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
+    } catch (const FuzzAborted& e) {  // the cases judged so far, then the reason
+      if (tty) fmt::print(stderr, "\r{:<100}\r", "");
+      if (o.json) std::cout << nlohmann::json::array({to_json(e.report)}).dump(2) << "\n";
+      else print_fuzz_report(e.report);
+      fmt::print(stderr, "flashcheck fuzz: stopped: {}\n", e.what());
+      return kExitUsage;
+    }
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
     ok = ok && r.ok();
     if (o.json) all.push_back(to_json(r));

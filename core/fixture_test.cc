@@ -63,7 +63,7 @@ TEST(Fixture, MalformedFilesNameFileFieldAndReason) {
   EXPECT_NE(load_error(p).find(p + ": malformed JSON at byte"), std::string::npos);
   p = d.write("d.json", std::string(R"({"schema": "flashcheck.fixture/1", "cases": [)") +                             R"({"dtype": "bf16", "heads": 2, "head_dim": 8, "seqs": [{"q_len": 2, "k_len": 3}], "expect": {"k": {"verdict": "green"}}}]})");
   EXPECT_EQ(load_error(p), p + ": cases[0].expect.k.verdict: unknown verdict \"green\"");
-  EXPECT_EQ(load_error((d.path / "none.json").string()), (d.path / "none.json").string() + ": cannot open file");
+  EXPECT_EQ(load_error((d.path / "none.json").string()), (d.path / "none.json").string() + ": no such file");
   p = d.write("e.json", R"({"schema": "flashcheck.fixture/1", "tittle": "x"})");
   EXPECT_EQ(load_error(p), p + ": tittle: unknown field");
 }

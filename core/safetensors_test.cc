@@ -72,7 +72,7 @@ TEST(Safetensors, MalformedFilesNameTheTensorAndReason) {
   EXPECT_EQ(read_error(p), p + ": q: unsupported dtype C64");
   write_raw(p, R"({"q": )", 0);
   EXPECT_NE(read_error(p).find(p + ": header: malformed JSON"), std::string::npos);
-  EXPECT_EQ(read_error(temp_path("missing.safetensors")), temp_path("missing.safetensors") + ": cannot open file");
+  EXPECT_EQ(read_error(temp_path("missing.safetensors")), temp_path("missing.safetensors") + ": no such file");
   fs::remove(p);
 }
 

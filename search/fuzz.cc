@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "core/files.h"
 #include "search/case_gen.h"
 #include "search/coverage.h"
@@ -44,6 +45,7 @@ struct Hooks {
   int first_chunk = 0;
   std::function<void(int chunk)> on_chunk;
   std::function<void()> on_case_start, on_case_end;
+  std::function<void(std::int64_t cases)> on_counted;  // a case was counted: the parent's exact tally
 };
 
 // Everything the property lambda updates while RapidCheck drives it.
@@ -95,6 +97,7 @@ struct RunState {
     }
     if (!failing) {
       ++report.cases;
+      if (hooks.on_counted) hooks.on_counted(report.cases);
       coverage.add(c);
       if (o.on_progress && since(last_progress) > 0.5) {
         last_progress = Clock::now();
@@ -133,10 +136,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
   report.not_applicable = p.unsupported_reason(k);
   if (report.not_applicable.empty()) report.not_applicable = requirements_unmet(k.contract(), p.requirements());
   if (!report.not_applicable.empty()) return report;
-  if (!o.out_dir.empty()) {
-    fs::create_directories(o.out_dir);
-    st.inflight = inflight_path(o.out_dir, k, p);
-  }
+  if (!o.out_dir.empty()) st.inflight = inflight_path(o.out_dir, k, p);
   const rc::Gen<AnyCase> gen = case_gen(p, k, o.limits, o.model_limits);
   const std::string id = fmt::format("flashcheck/{}/{}", k.name(), p.label());
   const auto property = rc::detail::toProperty([&st, &gen]() { st.on_case(*gen); });
@@ -187,18 +187,30 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
   return report;
 }
 
+// Before a run writes its in-flight descriptor: the output folder exists, and a descriptor left by an
+// earlier run that was killed (its only record of the case it died in) is kept under another name.
+void prepare_out_dir(const FuzzOptions& o, const Kernel& k, const Property& p) {
+  if (o.out_dir.empty()) return;
+  ensure_output_dir(o.out_dir);
+  keep_earlier_inflight(inflight_path(o.out_dir, k, p));
+}
+
 }  // namespace
 
-FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) { return drive(k, p, o, Hooks{}); }
+FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o) {
+  prepare_out_dir(o, k, p);
+  return drive(k, p, o, Hooks{});
+}
 
 FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o, double case_timeout_seconds) {
   FuzzReport total;
   total.kernel = std::string(k.name());
   total.property = p.label();
   total.seed = o.seed;
+  prepare_out_dir(o, k, p);
   const std::string dir = o.out_dir.empty() ? (fs::temp_directory_path() / fmt::format("flashcheck-{}", ::getpid())).string()
                                             : o.out_dir;
-  fs::create_directories(dir);
+  ensure_output_dir(dir);
   const auto start = Clock::now();
   int next_chunk = 0;
   for (;;) {
@@ -209,7 +221,8 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     if (o.seconds > 0) child.seconds = std::max(0.01, o.seconds - since(start));
     std::int64_t child_cases = 0, child_failures = 0;
     bool reported = false;
-    // Messages: "C <chunk>" a chunk starts; "P <cases> <failures>" progress; "R <report JSON>" the end.
+    // Messages: "C <chunk>" a chunk starts; "N <cases>" a case was counted; "P <cases> <failures>" progress;
+    // "R <report JSON>" the end.
     const WorkerBody body = [&, child](WorkerChannel& ch) mutable {
       child.on_progress = [&ch](std::int64_t c, std::int64_t f, double) { ch.send('P', fmt::format("{} {}", c, f)); };
       Hooks hooks;
@@ -217,13 +230,18 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       hooks.on_chunk = [&ch](int chunk) { ch.send('C', std::to_string(chunk)); };
       hooks.on_case_start = [&ch] { ch.begin("case"); };
       hooks.on_case_end = [&ch] { ch.end(); };
-      ch.send('R', to_json(drive(k, p, child, hooks)).dump());  // fixtures were written by the worker
+      hooks.on_counted = [&ch](std::int64_t cases) { ch.send('N', std::to_string(cases)); };
+      // Fixtures were written by the worker. Bytes of a kernel's message that are not UTF-8 are replaced.
+      ch.send('R', to_json(drive(k, p, child, hooks)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     };
     const WorkerHandler on_message = [&](char tag, const std::string& payload) {
       if (tag == 'C') {
         next_chunk = std::stoi(payload);
+      } else if (tag == 'N') {
+        child_cases = std::stoll(payload);
       } else if (tag == 'P') {
-        std::sscanf(payload.c_str(), "%ld %ld", &child_cases, &child_failures);
+        std::int64_t shown = 0;
+        std::sscanf(payload.c_str(), "%ld %ld", &shown, &child_failures);
         if (o.on_progress)
           o.on_progress(done_cases + child_cases, static_cast<std::int64_t>(total.findings.size()) + child_failures,
                         since(start));
@@ -233,10 +251,15 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       }
     };
     const WorkerExit x = run_worker(body, on_message, {true, case_timeout_seconds});
-    if (!x.error.empty()) throw std::runtime_error("fuzz worker: " + x.error);
+    if (!x.error.empty()) {  // a harness error in the worker (an unwritable --out): stop, keeping what was found
+      total.cases += child_cases;
+      total.seconds = since(start);
+      throw FuzzAborted("fuzz worker: " + x.error, std::move(total));
+    }
     if (reported) break;
-    // The worker died (or hung): the case in flight is the last descriptor it wrote.
-    total.cases += child_cases;
+    // The worker died (or hung): the case in flight is the last descriptor it wrote. It counts as a judged
+    // case, so that a kernel that hangs on every case still ends a run of N cases after N workers.
+    total.cases += child_cases + 1;
     ++total.crashes;
     ++total.failures;
     Finding f;
@@ -248,6 +271,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     if (const std::optional<AnyCase> c = read_inflight(inflight_path(dir, k, p))) {
       set_finding_case(f, *c);
       add_finding(total, f, [&](const Finding& y) { return save_finding(o.out_dir, k, p, o.seed, y); });
+      remove_file(inflight_path(dir, k, p));  // saved as the finding's fixture: not a killed run's record
     } else {
       total.findings.push_back(f);  // no descriptor: still a recorded crash
     }

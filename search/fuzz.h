@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/kernel.h"
@@ -36,7 +37,15 @@ struct FuzzOptions {
   std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
 };
 
-// Runs in this process.
+// A harness error ended a run early (the output folder became unwritable, the disk is full): the message,
+// and the report of the cases judged so far (their findings are saved already).
+class FuzzAborted : public std::runtime_error {
+ public:
+  FuzzAborted(const std::string& what, FuzzReport so_far) : std::runtime_error(what), report(std::move(so_far)) {}
+  FuzzReport report;
+};
+
+// Runs in this process. Both throw OutputError when the output folder cannot be written.
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o);
 
 // Runs in worker processes: a kernel that crashes or hangs becomes a crash finding (its case is the
