@@ -29,6 +29,10 @@ bool options_in_range(const FuzzCommandOptions& o) {
 
 int run_fuzz_command(const FuzzCommandOptions& o) {
   if (!options_in_range(o)) return kExitUsage;
+  if (o.out.empty()) {
+    fmt::print(stderr, "flashcheck fuzz: --out is empty (found fixtures and the in-flight case need a folder)\n");
+    return kExitUsage;
+  }
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
   std::vector<std::string> kernel_level;

@@ -89,8 +89,8 @@ nlohmann::json parse_json_input(std::string_view text, const std::string& source
                        });
   } catch (const Refused& r) {
     throw InputError(source, r.path, r.reason);
-  } catch (const json::parse_error& e) {
-    throw InputError(source, "", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
+  } catch (const json::parse_error& e) {  // the path says where in the document the text went wrong
+    throw InputError(source, tracker.path(), fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
   } catch (const json::exception& e) {  // out_of_range 406: a number literal beyond double's range
     throw InputError(source, tracker.path(), fmt::format("malformed JSON: {}", e.what()));
   }

@@ -11,7 +11,7 @@
 
 namespace flashcheck {
 
-// Throws InputError(source, path, reason) for malformed JSON, nesting deeper than kMaxJsonDepth, strings
+// Throws InputError(source, path, reason), the path being where the parser was, for malformed JSON, nesting deeper than kMaxJsonDepth, strings
 // or keys longer than kMaxJsonString, duplicate keys, or number literals outside double's range.
 nlohmann::json parse_json_input(std::string_view text, const std::string& source);
 

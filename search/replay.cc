@@ -35,7 +35,10 @@ std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths) {
   std::vector<Fixture> fixtures;
   for (const std::string& p : paths) {
     if (!path_exists(p)) throw InputError(p, "", "no such file or directory");
-    for (const std::string& file : find_fixture_files(p)) {
+    const std::vector<std::string> files = find_fixture_files(p);
+    // An empty corpus is a wrong path, not a clean run.
+    if (files.empty()) throw InputError(p, "", "no fixture files (*.json) in this folder");
+    for (const std::string& file : files) {
       Fixture fx = load_fixture(file);
       const bool model_only = fx.cases.empty() && fx.property == "integration";
       if (!model_only && !find_property(fx.property))
