@@ -67,21 +67,33 @@ struct RunState {
   bool exhausted = false;
   Finding current;
   std::string inflight;
+  // A harness error (the output folder cannot be written): the run stops, keeping what it found. Never thrown
+  // inside the property: RapidCheck would take the exception for a failure and shrink on it.
+  std::string harness_error;
 
   bool budget_left() {
+    if (!harness_error.empty()) return false;
     if (o.seconds > 0 && since(start) >= o.seconds) time_up = true;
     return !time_up && (o.cases == 0 || report.cases < o.cases);
   }
 
   // One generated (or shrunk) case: judged, counted, and reported to RapidCheck as pass, discard or failure.
   void on_case(const AnyCase& c) {
+    if (!harness_error.empty()) return;
     if (!failing) {
       if (!budget_left()) return;  // over budget: let RapidCheck finish its count without work
     } else if (++attempts > o.shrink.attempts || since(fail_start) > o.shrink.seconds) {
       exhausted = true;
       return;  // stop the greedy descent: every further candidate "passes"
     }
-    if (!inflight.empty()) write_inflight(inflight, c);
+    if (!inflight.empty()) {
+      try {
+        write_inflight(inflight, c);
+      } catch (const OutputError& e) {
+        harness_error = e.what();
+        return;
+      }
+    }
     if (hooks.on_case_start) hooks.on_case_start();
     const Judgement j = p.judge(k, c);
     if (hooks.on_case_end) hooks.on_case_end();
@@ -169,8 +181,15 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
       cfg.reproduce[id] = failure.reproduce;
       f.reproduce = rc::detail::configToMinimalString(cfg);
       ++report.failures;
-      add_finding(report, std::move(f), [&](const Finding& x) { return save_finding(o.out_dir, k, p, o.seed, x); });
-      if (o.stop_at_first_failure) break;
+      add_finding(report, std::move(f), [&](const Finding& x) {
+        try {
+          return save_finding(o.out_dir, k, p, o.seed, x);
+        } catch (const OutputError& e) {  // reported without a fixture; the run stops below
+          st.harness_error = e.what();
+          return std::string();
+        }
+      });
+      if (o.stop_at_first_failure || !st.harness_error.empty()) break;
     }
     rc::detail::GaveUpResult gave_up;
     if (result.match(gave_up)) break;  // the generator cannot produce enough judgeable cases
@@ -184,6 +203,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const Hooks
   }
   report.coverage_missing = st.coverage.missing(required_coverage(p, k, report.cases));
   if (!st.inflight.empty()) remove_file(st.inflight);
+  if (!st.harness_error.empty()) throw FuzzAborted(st.harness_error, std::move(report));
   return report;
 }
 
@@ -221,8 +241,9 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     if (o.seconds > 0) child.seconds = std::max(0.01, o.seconds - since(start));
     std::int64_t child_cases = 0, child_failures = 0;
     bool reported = false;
+    std::string aborted;
     // Messages: "C <chunk>" a chunk starts; "N <cases>" a case was counted; "P <cases> <failures>" progress;
-    // "R <report JSON>" the end.
+    // "R <report JSON>" the end; "A <reason>" the run stopped on a harness error (after its "R").
     const WorkerBody body = [&, child](WorkerChannel& ch) mutable {
       child.on_progress = [&ch](std::int64_t c, std::int64_t f, double) { ch.send('P', fmt::format("{} {}", c, f)); };
       Hooks hooks;
@@ -232,7 +253,15 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       hooks.on_case_end = [&ch] { ch.end(); };
       hooks.on_counted = [&ch](std::int64_t cases) { ch.send('N', std::to_string(cases)); };
       // Fixtures were written by the worker. Bytes of a kernel's message that are not UTF-8 are replaced.
-      ch.send('R', to_json(drive(k, p, child, hooks)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      const auto send_report = [&ch](const FuzzReport& r) {
+        ch.send('R', to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      };
+      try {
+        send_report(drive(k, p, child, hooks));
+      } catch (const FuzzAborted& e) {  // the report so far, then why the run stopped
+        send_report(e.report);
+        ch.send('A', printable(e.what(), 2000));
+      }
     };
     const WorkerHandler on_message = [&](char tag, const std::string& payload) {
       if (tag == 'C') {
@@ -248,13 +277,15 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       } else if (tag == 'R') {
         merge_reports(total, fuzz_report_from_json(nlohmann::json::parse(payload)));
         reported = true;
+      } else if (tag == 'A') {
+        aborted = payload;
       }
     };
     const WorkerExit x = run_worker(body, on_message, {true, case_timeout_seconds});
-    if (!x.error.empty()) {  // a harness error in the worker (an unwritable --out): stop, keeping what was found
-      total.cases += child_cases;
+    if (!aborted.empty() || !x.error.empty()) {  // a harness error (an unwritable --out): stop, keeping what was found
+      if (!reported) total.cases += child_cases;
       total.seconds = since(start);
-      throw FuzzAborted("fuzz worker: " + x.error, std::move(total));
+      throw FuzzAborted(aborted.empty() ? "fuzz worker: " + x.error : aborted, std::move(total));
     }
     if (reported) break;
     // The worker died (or hung): the case in flight is the last descriptor it wrote. It counts as a judged
@@ -270,7 +301,19 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     f.verdict.reason = x.died_in ? x.reason : "worker died between cases: " + x.reason;
     if (const std::optional<AnyCase> c = read_inflight(inflight_path(dir, k, p))) {
       set_finding_case(f, *c);
-      add_finding(total, f, [&](const Finding& y) { return save_finding(o.out_dir, k, p, o.seed, y); });
+      std::string save_error;
+      add_finding(total, f, [&](const Finding& y) {
+        try {
+          return save_finding(o.out_dir, k, p, o.seed, y);
+        } catch (const OutputError& e) {  // reported without a fixture, and the run stops
+          save_error = e.what();
+          return std::string();
+        }
+      });
+      if (!save_error.empty()) {
+        total.seconds = since(start);
+        throw FuzzAborted(save_error, std::move(total));  // the descriptor stays: the crash's only record on disk
+      }
       remove_file(inflight_path(dir, k, p));  // saved as the finding's fixture: not a killed run's record
     } else {
       total.findings.push_back(f);  // no descriptor: still a recorded crash

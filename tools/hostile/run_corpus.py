@@ -17,7 +17,8 @@ address-space limit (--memory-mb, ulimit -v); its peak resident memory comes fro
   memory           peak RSS above --rss-mb, or an out-of-memory message
   other            any other exit status
 
-The hostile command lines (commands.json) run the same way, each against what it must do: "usage" (exit 2
+Faults (--faults N tries): replay workers SIGKILLed at random moments, and a full disk under fuzz --out (see
+faults()). The hostile command lines (commands.json) run the same way, each against what it must do: "usage" (exit 2
 with a message), "ok" (exit 0), "finding" (exit 1; --max_fixtures bounds the fixtures it may write; "keeps"
 checks that a rerun left the earlier run's files as they were). Exit status: 0 when every file and command
 behaved, 1 otherwise. --sample N replays a stratified sample (the same fraction of every class, N in all).
@@ -144,6 +145,66 @@ def classify_command(cmd, fc, a, digests):
                 outcome=outcome, status=status, seconds=round(seconds, 2), rss_mb=round(rss), message=message[:400])
 
 
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def faults(fc, a, tries):
+    """Faults while running: worker processes SIGKILLed at random moments of a replay (the parent must keep the
+    records and finish), and a full disk under `fuzz --out` (a tmpfs of 12 KiB in a private mount namespace,
+    where `unshare` allows one): exit 2 naming the write that failed, the report of the cases judged so far,
+    no empty or partial file left."""
+    rng = random.Random(a.sample_seed)
+    records = []
+    for t in range(tries):
+        with tempfile.TemporaryFile() as out:
+            p = subprocess.Popen([fc, "replay", a.fixtures, "--kernel", "tiled-cpu", "--kernel", "cpu-flash"],
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            killed = 0
+            deadline = time.monotonic() + rng.uniform(0.2, 2.0)
+            while p.poll() is None and time.monotonic() < deadline + 1.0 and killed < 3:
+                time.sleep(0.01)
+                if time.monotonic() >= deadline:
+                    kids = children(p.pid)
+                    if kids:
+                        os.kill(rng.choice(kids), signal.SIGKILL)
+                        killed += 1
+                        deadline = time.monotonic() + rng.uniform(0.05, 0.5)
+            try:
+                status = p.wait(a.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                status = None
+            out.seek(0)
+            text = out.read().decode("utf-8", "replace")
+        summary = next((l for l in text.splitlines() if "case-kernel runs" in l), "")
+        outcome = "hang" if status is None else "signal" if status < 0 else \
+            "ran" if status in (0, 1) and summary else "other"
+        records.append(dict(path=f"replay, {killed} worker(s) killed (try {t + 1})", **{"class": "fault"}, refuse=False,
+                            outcome=outcome, status=status, seconds=0, rss_mb=0, message=summary or text[-300:]))
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
+    if probe.returncode == 0:
+        with tempfile.TemporaryDirectory() as d:
+            mnt = os.path.join(d, "full")
+            os.makedirs(mnt)
+            script = (f"mount -t tmpfs -o size=12k tmpfs {mnt} && {fc} fuzz --kernel mutant-top-left-causal --cases 60 "
+                      f"--out {mnt}; echo exit=$?; for f in {mnt}/*; do [ -s \"$f\" ] || echo EMPTY $f; "
+                      f"case $f in *.json) python3 -c 'import json,sys; json.load(open(sys.argv[1]))' $f || echo PARTIAL $f;; esac; done")
+            r = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+                               capture_output=True, text=True, timeout=a.timeout * 4)
+            text = r.stdout + r.stderr
+            ok = "exit=2" in text and "No space left on device" in text and "cases in" in text and \
+                "EMPTY" not in text and "PARTIAL" not in text
+            records.append(dict(path="fuzz --out on a full disk", **{"class": "fault"}, refuse=True,
+                                outcome="clean-error" if ok else "other", status=2 if "exit=2" in text else None,
+                                seconds=0, rss_mb=0, message=next((l for l in text.splitlines() if "stopped" in l), text[-300:])))
+    return records
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flashcheck", required=True)
@@ -157,6 +218,7 @@ def main():
     ap.add_argument("--rss-mb", type=int, default=1024, help="peak RSS past which a run counts as a memory blow-up")
     ap.add_argument("--json", help="write every record here")
     ap.add_argument("--no-commands", action="store_true")
+    ap.add_argument("--faults", type=int, default=10, help="replays whose workers are killed at random moments")
     a = ap.parse_args()
     fc = os.path.abspath(a.flashcheck)
     entries = json.load(open(os.path.join(a.corpus, "manifest.json")))
@@ -176,6 +238,7 @@ def main():
         digests = {}
         for cmd in json.load(open(os.path.join(a.corpus, "commands.json"))):  # in order: reruns follow their first run
             records.append(classify_command(cmd, fc, a, digests))
+        records += faults(fc, a, a.faults)
     seconds = time.monotonic() - start
     # A tensors-flip variant may be valid (a flip inside the float data) or not: either answer is right.
     for r in records:
