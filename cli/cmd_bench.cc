@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/report.h"
 #include "properties/property.h"
 #include "search/samples.h"
@@ -14,6 +15,10 @@ namespace flashcheck::cli {
 // the kernel's own generator): cases are drawn first, so the figure is the harness's per-case cost
 // (data generation, kernel, reference, baseline, comparison) and not RapidCheck's.
 int run_bench(const BenchOptions& o) {
+  // The cases are generated and held before timing: their count is bounded.
+  if (!check_count("bench", "--cases", o.cases, 1, kMaxPreGeneratedCases) ||
+      !check_count("bench", "--warmup", o.warmup, 0, kMaxPreGeneratedCases))
+    return kExitUsage;
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
   std::vector<const Property*> props;

@@ -6,11 +6,13 @@
 
 #include "cli/commands.h"
 #include "cli/export_cases.h"
+#include "cli/option_checks.h"
 #include "core/error.h"
 
 namespace flashcheck::cli {
 
 int run_export(const ExportOptions& o) {
+  if (!check_count("export", "--generated", o.generated, 0, kMaxPreGeneratedCases)) return kExitUsage;
   const auto profile = hf::parse_profile(o.profile);
   if (!profile) {
     fmt::print(stderr, "flashcheck export: unknown profile '{}' ({})\n", o.profile, hf::profile_name_list());

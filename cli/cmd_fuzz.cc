@@ -6,12 +6,34 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/report.h"
+#include "core/input_limits.h"
+#include "properties/integration_property.h"
 #include "search/fuzz.h"
 
 namespace flashcheck::cli {
 
+namespace {
+
+bool options_in_range(const FuzzCommandOptions& o) {
+  return check_count("fuzz", "--cases", o.cases, 0, kMaxFuzzCases) && check_seconds("fuzz", "--time", o.time, 0, kMaxSeconds) &&
+         check_timeout("fuzz", o.timeout) && check_count("fuzz", "--shrink-attempts", o.shrink_attempts, 0, 10'000'000) &&
+         check_seconds("fuzz", "--shrink-seconds", o.shrink_seconds, 0, kMaxSeconds) &&
+         check_count("fuzz", "--max-len", o.sizes.max_len, 1, limits::kMaxLength) &&
+         check_count("fuzz", "--max-batch", o.sizes.max_batch, 1, 4096) &&
+         check_count("fuzz", "--max-heads", o.sizes.max_heads, 1, limits::kMaxHeads) &&
+         check_seconds("fuzz", "--work-budget", o.sizes.work_budget, 1, 1e15);  // not seconds, but a finite positive number
+}
+
+}  // namespace
+
 int run_fuzz_command(const FuzzCommandOptions& o) {
+  if (!options_in_range(o)) return kExitUsage;
+  if (o.out.empty()) {
+    fmt::print(stderr, "flashcheck fuzz: --out is empty (found fixtures and the in-flight case need a folder)\n");
+    return kExitUsage;
+  }
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
   const bool every_property = std::find(o.properties.begin(), o.properties.end(), "all") != o.properties.end();
@@ -48,7 +70,16 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   for (const Property* p : runs) {
     FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->label()));
     apply_case_sizes(o.sizes, fo.max_size, fo.limits, fo.model_limits);
-    const FuzzReport r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
+    FuzzReport r;
+    try {
+      r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
+    } catch (const FuzzAborted& e) {  // the cases judged so far, then the reason
+      if (tty) fmt::print(stderr, "\r{:<100}\r", "");
+      if (o.json) std::cout << nlohmann::json::array({to_json(e.report)}).dump(2) << "\n";
+      else print_fuzz_report(e.report);
+      fmt::print(stderr, "flashcheck fuzz: stopped: {}\n", e.what());
+      return kExitUsage;
+    }
     if (tty) fmt::print(stderr, "\r{:<100}\r", "");
     // `--property all` means every property that applies: one that cannot run on this kernel is reported,
     // not failed. A property named explicitly that cannot run is a failure.

@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/gate_report.h"
 #include "cli/report.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/fixture.h"
 #include "search/gate.h"
 
@@ -22,10 +24,10 @@ constexpr std::int64_t kDefaultGateCases = 120;
 int run_gate(const GateOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels(o.kernels, kernels)) return kExitUsage;
+  if (!check_count("gate", "--cases", o.cases, 0, kMaxFuzzCases)) return kExitUsage;
   std::vector<Fixture> fixtures;
   try {
-    if (!fs::exists(o.fixtures)) throw InputError(o.fixtures, "", "no such file or directory");
-    for (const std::string& f : find_fixture_files(o.fixtures)) fixtures.push_back(load_fixture(f));
+    fixtures = load_fixtures({o.fixtures});
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck gate: {}\n", e.what());
     return kExitUsage;
@@ -35,7 +37,7 @@ int run_gate(const GateOptions& o) {
   plan.seed = o.seed;
   plan.found_dir = (fs::path(o.out) / "found").string();
   plan.mutants = o.mutants;
-  fs::create_directories(o.out);
+  ensure_output_dir(o.out);  // before the run: an unwritable --out is an error now, not after minutes of work
   const GateResult g = flashcheck::run_gate(fixtures, kernels, plan, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   write_gate_files(g, o.out);
   if (o.json) std::cout << gate_json(g).dump(2) << "\n";

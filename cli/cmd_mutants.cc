@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/report.h"
 #include "kernels/kernel.h"
 #include "search/mutant_matrix.h"
@@ -11,6 +12,7 @@
 namespace flashcheck::cli {
 
 int run_mutants(const MutantsOptions& o) {
+  if (!check_count("mutants", "--budget", o.budget, 1, 10'000'000)) return kExitUsage;
   std::vector<Kernel*> mutants;
   std::vector<std::string> kernel_names, model_names;
   for (const std::string& n : o.mutants) (is_model_mutant(n) ? model_names : kernel_names).push_back(n);

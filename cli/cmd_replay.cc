@@ -1,10 +1,10 @@
-#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/report.h"
 #include "core/error.h"
 #include "core/fixture.h"
@@ -16,18 +16,10 @@ namespace flashcheck::cli {
 int run_replay(const ReplayOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels(o.kernels, kernels)) return kExitUsage;
+  if (!check_timeout("replay", o.timeout)) return kExitUsage;
   std::vector<Fixture> fixtures;
   try {
-    for (const std::string& p : o.paths) {
-      if (!std::filesystem::exists(p)) throw InputError(p, "", "no such file or directory");
-      for (const std::string& f : find_fixture_files(p)) {
-        fixtures.push_back(load_fixture(f));
-        const Fixture& fx = fixtures.back();
-        const bool model_only = fx.cases.empty() && fx.property == "integration";
-        if (!model_only && !find_property(fx.property))
-          throw InputError(f, "property", "unknown property \"" + fixtures.back().property + "\"");
-      }
-    }
+    fixtures = load_fixtures(o.paths);
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck replay: {}\n", e.what());
     return kExitUsage;

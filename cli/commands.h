@@ -121,6 +121,7 @@ struct ExportOptions {
   std::int64_t generated = 200;
   std::uint64_t seed = 1;
   std::string profile = "hf-main";
+  bool force = false;  // replace files in --out that an earlier export did not write
 };
 int run_export(const ExportOptions& o);
 

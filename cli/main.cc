@@ -1,8 +1,12 @@
 // flashcheck: differential testing of flash-attention kernels. `flashcheck --help` lists the commands.
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <fmt/format.h>
+#include <new>
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
+#include "core/error.h"
 #include "core/hf_profiles.h"
 
 namespace {
@@ -153,6 +157,32 @@ int main(int argc, char** argv) {
   cmd_export->add_option("--generated,-n", exp.generated, "Generated model cases to add")->capture_default_str();
   cmd_export->add_option("--seed,-s", exp.seed, "Seed of the generated cases")->capture_default_str();
   cmd_export->add_option("--profile", exp.profile, "Flash-path profile to plan with")->capture_default_str();
+  cmd_export->add_flag("--force", exp.force, "Replace files in --out that an earlier export did not write");
+
+  // Integers as written: a seed is unsigned ("-1" is an error, not 2^64 - 1) and no count saturates or
+  // wraps (CLI11 reads "99999999999999999999" as INT64_MAX). Ranges are each command's (cli/option_checks.h).
+  const auto integer_text = [](bool is_unsigned) {
+    return CLI::Validator(
+        [is_unsigned](std::string& s) -> std::string {
+          std::int64_t i;
+          std::uint64_t u;
+          const char* end = s.data() + s.size();
+          const auto r = is_unsigned ? std::from_chars(s.data(), end, u) : std::from_chars(s.data(), end, i);
+          if (r.ec == std::errc::result_out_of_range) return "integer out of range: " + s;
+          if (r.ec != std::errc() || r.ptr != end)
+            return (is_unsigned ? "expected a non-negative integer, found " : "expected an integer, found ") + s;
+          return "";
+        },
+        is_unsigned ? "UINT64" : "INT64");
+  };
+  for (CLI::App* sub : app.get_subcommands({}))
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string n = opt->get_name();
+      if (n == "--seed") opt->check(integer_text(true));
+      else if (n == "--cases" || n == "--budget" || n == "--generated" || n == "--warmup" || n == "--max-len" ||
+               n == "--max-batch" || n == "--max-heads" || n == "--shrink-attempts")
+        opt->check(integer_text(false));
+    }
 
   HfLiveOptions live;
   auto* cmd_live = app.add_subcommand(
@@ -180,15 +210,28 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUsage;
   }
   if (!load_plugins(plugins)) return kExitUsage;
-  if (*cmd_list) return run_list(list);
-  if (*cmd_replay) return run_replay(replay);
-  if (*cmd_fuzz) return run_fuzz_command(fuzz);
-  if (*cmd_campaign) return run_campaign_command(campaign);
-  if (*cmd_merge) return run_merge(merge);
-  if (*cmd_gate) return run_gate(gate);
-  if (*cmd_mutants) return run_mutants(mutants);
-  if (*cmd_bench) return run_bench(bench);
-  if (*cmd_export) return run_export(exp);
-  if (*cmd_live) return run_hf_live(live);
+  // The boundary: bad input, an unwritable output and any other error end the command with exit 2 and a
+  // message, never with an uncaught exception (an abort that loses the records so far).
+  const std::string name = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
+  try {
+    if (*cmd_list) return run_list(list);
+    if (*cmd_replay) return run_replay(replay);
+    if (*cmd_fuzz) return run_fuzz_command(fuzz);
+    if (*cmd_campaign) return run_campaign_command(campaign);
+    if (*cmd_merge) return run_merge(merge);
+    if (*cmd_gate) return run_gate(gate);
+    if (*cmd_mutants) return run_mutants(mutants);
+    if (*cmd_bench) return run_bench(bench);
+    if (*cmd_export) return run_export(exp);
+    if (*cmd_live) return run_hf_live(live);
+  } catch (const flashcheck::InputError& e) {
+    fmt::print(stderr, "flashcheck {}: {}\n", name, e.what());
+  } catch (const flashcheck::OutputError& e) {
+    fmt::print(stderr, "flashcheck {}: cannot write: {}\n", name, e.what());
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "flashcheck {}: out of memory\n", name);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "flashcheck {}: error: {}\n", name, flashcheck::printable(e.what(), 800));
+  }
   return kExitUsage;
 }

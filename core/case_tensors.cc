@@ -15,12 +15,11 @@ namespace {
 
 std::string shape_str(const std::vector<std::int64_t>& s) { return fmt::format("({})", fmt::join(s, ", ")); }
 
-struct Shapes {
-  std::vector<std::int64_t> q, k, v, k_new, v_new;
-};
+}  // namespace
 
-Shapes expected_shapes(const KernelCase& c, const CaseGeometry& g) {
-  Shapes s;
+TensorShapes tensor_shapes(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  TensorShapes s;
   s.q = {g.total_q, c.heads, c.head_dim};
   if (c.kv_storage == KvStorage::kPaged) {
     s.k = {g.num_pages, c.paging.page_size, c.kv_heads, c.head_dim};
@@ -35,8 +34,6 @@ Shapes expected_shapes(const KernelCase& c, const CaseGeometry& g) {
   }
   return s;
 }
-
-}  // namespace
 
 HostTensor::HostTensor(std::vector<std::int64_t> s, float fill) : shape(std::move(s)) {
   data.assign(static_cast<std::size_t>(numel()), fill);
@@ -61,7 +58,7 @@ CaseTensors materialize(const KernelCase& c) {
 
 CaseTensors materialize(const KernelCase& c, const ValueSource& src) {
   const CaseGeometry g = geometry(c);
-  const Shapes shapes = expected_shapes(c, g);
+  const TensorShapes shapes = tensor_shapes(c);
   const float poison = c.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
   CaseTensors t;
   t.q = HostTensor(shapes.q, 0.0f);
@@ -128,7 +125,7 @@ ValueSource logical_values(const KernelCase& c, const CaseTensors& t) {
 }
 
 std::string check_shapes(const KernelCase& c, const CaseTensors& t) {
-  const Shapes s = expected_shapes(c, geometry(c));
+  const TensorShapes s = tensor_shapes(c);
   const std::pair<const char*, std::pair<const HostTensor*, const std::vector<std::int64_t>*>> items[] = {
       {"q", {&t.q, &s.q}}, {"k", {&t.k, &s.k}}, {"v", {&t.v, &s.v}}, {"k_new", {&t.k_new, &s.k_new}},
       {"v_new", {&t.v_new, &s.v_new}}};

@@ -43,6 +43,13 @@ struct AttentionResult {
   std::vector<double> lse_noise;  // (total_q, H)
 };
 
+// The shapes materialize() gives the tensors of a validated case (k_new/v_new empty without a cache),
+// computed without allocating them.
+struct TensorShapes {
+  std::vector<std::int64_t> q, k, v, k_new, v_new;
+};
+TensorShapes tensor_shapes(const KernelCase& c);
+
 // Generates the tensors of a validated case from its data recipe: counter-based values rounded to the
 // dtype; NaN poison in allocated slots outside every sequence when data.poison is set.
 CaseTensors materialize(const KernelCase& c);

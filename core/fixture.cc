@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/case_json.h"
+#include "core/checked.h"
 #include "core/detail/json_reader.h"
 #include "core/error.h"
 #include "core/geometry.h"
+#include "core/files.h"
 #include "core/hf_profiles.h"
+#include "core/input_limits.h"
+#include "core/json_input.h"
 #include "core/model_case_json.h"
 #include "core/safetensors.h"
 
@@ -24,20 +27,54 @@ namespace {
 
 std::string tensor_key(std::size_t i, const char* name) { return fmt::format("cases.{}.{}", i, name); }
 
+// The tensors file a fixture names: a regular file inside the fixture's folder. No absolute path, no "..",
+// and after resolving symlinks still inside the folder.
+std::string tensors_path(const std::string& fixture, const std::string& name) {
+  const fs::path rel(name);
+  if (name.empty()) throw InputError(fixture, "tensors", "empty file name");
+  if (rel.is_absolute()) throw InputError(fixture, "tensors", "must be a file name relative to the fixture's folder, not an absolute path");
+  for (const fs::path& part : rel)
+    if (part == "..") throw InputError(fixture, "tensors", "must not leave the fixture's folder (\"..\")");
+  const fs::path folder = fs::path(fixture).parent_path().empty() ? fs::path(".") : fs::path(fixture).parent_path();
+  std::error_code ec;
+  const fs::path root = fs::canonical(folder, ec);
+  if (ec) throw InputError(fixture, "tensors", "cannot resolve the fixture's folder: " + ec.message());
+  const fs::path target = fs::canonical(folder / rel, ec);
+  if (ec) throw InputError(fixture, "tensors", fmt::format("cannot open \"{}\": {}", name, ec.message()));
+  const std::string r = root.string() + "/", t = target.string();
+  if (t.compare(0, r.size(), r) != 0)
+    throw InputError(fixture, "tensors", fmt::format("\"{}\" resolves to {}, outside the fixture's folder", name, t));
+  return (folder / rel).string();
+}
+
 void attach_tensors(Fixture& f, const std::string& path) {
-  const SafetensorsFile file = read_safetensors(path);
+  // The file can hold no more than the cases' tensors at 8 bytes an element (F64), plus the header.
+  std::int64_t max_bytes = limits::kMaxSafetensorsHeaderBytes + 8;
+  std::vector<TensorShapes> shapes;
+  for (const FixtureCase& fc : f.cases) {
+    shapes.push_back(tensor_shapes(fc.kcase));
+    for (const auto* s : {&shapes.back().q, &shapes.back().k, &shapes.back().v, &shapes.back().k_new, &shapes.back().v_new})
+      if (!s->empty()) {
+        std::int64_t numel = 8;
+        for (std::int64_t d : *s) numel = size_mul(numel, d);
+        max_bytes = size_add(max_bytes, numel);
+      }
+  }
+  const SafetensorsFile file = read_safetensors(path, max_bytes);
   for (std::size_t i = 0; i < f.cases.size(); ++i) {
     FixtureCase& fc = f.cases[i];
     if (!file.tensors.count(tensor_key(i, "q"))) continue;  // this case uses generated tensors
     CaseTensors t;
-    const CaseTensors want = materialize(fc.kcase);  // shapes to expect
-    auto load = [&](const char* name, HostTensor& dst, const HostTensor& like) {
+    auto load = [&](const char* name, HostTensor& dst, const std::vector<std::int64_t>& want) {
       const auto it = file.tensors.find(tensor_key(i, name));
       if (it == file.tensors.end()) {
-        if (like.numel() > 0) throw InputError(path, tensor_key(i, name), "missing tensor");
-        dst = like;
+        if (!want.empty()) throw InputError(path, tensor_key(i, name), "missing tensor");
         return;
       }
+      if (it->second.shape != want)
+        throw InputError(path, tensor_key(i, name),
+                         fmt::format("tensor '{}' has shape ({}), the case needs ({})", name, fmt::join(it->second.shape, ", "),
+                                     fmt::join(want, ", ")));
       dst.shape = it->second.shape;
       try {
         dst.data = load_floats(it->second);
@@ -45,12 +82,12 @@ void attach_tensors(Fixture& f, const std::string& path) {
         throw InputError(path, tensor_key(i, name), e.what());
       }
     };
-    load("q", t.q, want.q);
-    load("k", t.k, want.k);
-    load("v", t.v, want.v);
-    load("k_new", t.k_new, want.k_new);
-    load("v_new", t.v_new, want.v_new);
-    t.block_table = want.block_table;
+    load("q", t.q, shapes[i].q);
+    load("k", t.k, shapes[i].k);
+    load("v", t.v, shapes[i].v);
+    load("k_new", t.k_new, shapes[i].k_new);
+    load("v_new", t.v_new, shapes[i].v_new);
+    t.block_table = block_table(fc.kcase);
     const std::string problem = check_shapes(fc.kcase, t);
     if (!problem.empty()) throw InputError(path, fmt::format("cases.{}", i), problem);
     fc.tensors = std::move(t);
@@ -62,6 +99,7 @@ std::map<std::string, Expectation> read_expectations(const detail::JsonReader& c
   if (!cr.has("expect")) return out;
   const detail::JsonReader ex = cr.object("expect");
   for (const auto& [who, spec] : node.at("expect").items()) {
+    if (who.empty()) ex.fail(who, "empty kernel or profile name");
     const detail::JsonReader e = ex.object(who);
     e.only({"verdict", "reason_contains", "run_outside_contract", "why"});
     Expectation x;
@@ -92,14 +130,11 @@ json write_expectations(const std::map<std::string, Expectation>& expect) {
 }  // namespace
 
 Fixture load_fixture(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(path, "", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
-  }
+  return fixture_from_text(read_input_file(path, limits::kMaxFixtureBytes), path);
+}
+
+Fixture fixture_from_text(std::string_view text, const std::string& path) {
+  const json j = parse_json_input(text, path);
   const detail::JsonReader r(j, path, "");
   r.only({"schema", "title", "source", "description", "property", "cases", "tensors", "found_by", "replay",
           "rc_reproduce", "model_cases", "profiles"});
@@ -153,12 +188,12 @@ Fixture load_fixture(const std::string& path) {
   }
   if (r.has("tensors")) {
     f.tensors_file = r.string("tensors");
-    attach_tensors(f, (fs::path(path).parent_path() / f.tensors_file).string());
+    attach_tensors(f, tensors_path(path, f.tensors_file));
   }
   return f;
 }
 
-void save_fixture(const Fixture& f) {
+bool save_fixture(const Fixture& f, Overwrite mode) {
   json cases = json::array();
   SafetensorsFile tensors;
   for (std::size_t i = 0; i < f.cases.size(); ++i) {
@@ -190,9 +225,6 @@ void save_fixture(const Fixture& f) {
     tensors_name = fs::path(f.path).stem().string() + ".safetensors";
     j["tensors"] = tensors_name;
     tensors.metadata["format"] = "flashcheck";
-    const fs::path tpath = fs::path(f.path).parent_path() / tensors_name;
-    write_safetensors(tpath.string() + ".tmp", tensors);
-    fs::rename(tpath.string() + ".tmp", tpath);
   }
   if (!f.cases.empty()) j["cases"] = std::move(cases);
   if (!f.model_cases.empty()) {
@@ -206,22 +238,26 @@ void save_fixture(const Fixture& f) {
     j["model_cases"] = std::move(mcases);
     if (!f.profiles.empty()) j["profiles"] = f.profiles;
   }
-  const std::string tmp = f.path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw InputError(f.path, "", "cannot write file");
-    out << j.dump(2) << "\n";
-    if (!out) throw InputError(f.path, "", "write failed");
+  // The tensors first: a descriptor never names a tensors file that is not complete on disk.
+  if (!tensors.tensors.empty()) {
+    const std::string tpath = (fs::path(f.path).parent_path() / tensors_name).string();
+    if (!write_file_atomic(tpath, encode_safetensors(tensors), mode)) return false;
   }
-  fs::rename(tmp, f.path);
+  return write_file_atomic(f.path, j.dump(2) + "\n", mode);
 }
 
 std::vector<std::string> find_fixture_files(const std::string& path) {
   std::vector<std::string> files;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::recursive_directory_iterator(path))
-      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+    // Links to folders are not followed (a link loop cannot make the walk endless); an unreadable folder
+    // is an error, not a silently smaller corpus.
+    fs::recursive_directory_iterator it(path, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (it->is_regular_file(type_ec) && it->path().extension() == ".json") files.push_back(it->path().string());
+    }
+    if (ec) throw InputError(path, "", "cannot list the folder: " + ec.message());
     std::sort(files.begin(), files.end());
   } else {
     files.push_back(path);

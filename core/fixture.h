@@ -6,9 +6,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/case_tensors.h"
+#include "core/files.h"
 #include "core/kernel_case.h"
 #include "core/model_case.h"
 #include "core/verdict.h"
@@ -58,11 +60,15 @@ struct Fixture {
   std::string rc_reproduce;  // RapidCheck reproduce string (short-lived: tied to the generator code)
 };
 
-// Loads and validates a fixture; throws InputError naming the file, field and reason.
+// Loads and validates a fixture; throws InputError naming the file, field and reason. The file must be a
+// regular file within limits::kMaxFixtureBytes; its `tensors` must name a regular file inside its folder.
 Fixture load_fixture(const std::string& path);
+// The same, from the descriptor's text (`path` names it and locates its tensors file).
+Fixture fixture_from_text(std::string_view text, const std::string& path);
 
-// Writes the descriptor (and the tensors file, when cases carry tensors) atomically: write, then rename.
-void save_fixture(const Fixture& f);
+// Writes the tensors file (when cases carry tensors), then the descriptor, each atomically (core/files.h).
+// With Overwrite::kKeep an existing descriptor is left as it is and the result is false. Throws OutputError.
+bool save_fixture(const Fixture& f, Overwrite mode = Overwrite::kReplace);
 
 // Every *.json fixture under a directory (recursively, sorted), or the file itself.
 std::vector<std::string> find_fixture_files(const std::string& path);

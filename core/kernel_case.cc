@@ -1,11 +1,15 @@
 #include "core/kernel_case.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/geometry.h"
+#include "core/input_limits.h"
 
 namespace flashcheck {
 namespace {
@@ -40,11 +44,6 @@ constexpr std::array<std::pair<std::string_view, Distribution>, 4> kDists{{{"nor
                                                                            {"integers", Distribution::kIntegers},
                                                                            {"large", Distribution::kLarge}}};
 
-// Limits that keep the counter layout of core/rng.h collision-free and a case inside host memory.
-constexpr std::int64_t kMaxHeads = 65535;
-constexpr std::int64_t kMaxHeadDim = 65535;
-constexpr std::int64_t kMaxElements = std::int64_t{1} << 31;
-
 }  // namespace
 
 std::string_view to_string(DType t) { return enum_name(t, kDTypes); }
@@ -66,11 +65,42 @@ double KernelCase::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
+std::int64_t case_bytes(const KernelCase& c) {
+  // Elements of every tensor the harness holds for the case, computed without wrapping (core/checked.h):
+  // Q and the output rows, K/V storage (packed rows, or the whole page pool), the cache's new tokens.
+  std::int64_t total_q = 0, kv_rows = 0, total_new = 0, pages = 0;
+  for (const Sequence& s : c.seqs) {
+    total_q = size_add(total_q, s.q_len);
+    kv_rows = size_add(kv_rows, s.k_len);
+    if (c.kv_cache) total_new = size_add(total_new, s.new_len);
+    if (c.kv_storage == KvStorage::kPaged) pages = size_add(pages, size_ceil_div(s.k_len, c.paging.page_size));
+  }
+  if (c.kv_storage == KvStorage::kPaged) {
+    pages = size_add(pages, c.paging.extra_pages);
+    kv_rows = size_mul(pages, c.paging.page_size);
+  }
+  const std::int64_t d = std::max(c.head_dim, c.v_head_dim);
+  const std::int64_t q_elems = size_product({total_q, c.heads, d});
+  const std::int64_t kv_elems = size_product({size_add(kv_rows, total_new), c.kv_heads, d, 2});  // K and V
+  const std::int64_t rows = size_mul(total_q, c.heads);
+  // Inputs as float, twice (the materialized tensors and a kernel's or reference's gathered copy); each
+  // output element as the kernel's float buffer, and the reference's and baseline's fp64 values and noise
+  // estimates (4 + 4 * 8 bytes); each output row's LSE and flags the same way; the block table.
+  std::int64_t bytes = size_mul(size_add(q_elems, kv_elems), 8);
+  bytes = size_add(bytes, size_mul(q_elems, 36));
+  bytes = size_add(bytes, size_mul(rows, 40));
+  bytes = size_add(bytes, size_mul(pages, 4));
+  return bytes;
+}
+
 std::vector<FieldError> validate(const KernelCase& c) {
+  using namespace limits;
   std::vector<FieldError> errors;
   auto fail = [&](std::string field, std::string reason) { errors.push_back({std::move(field), std::move(reason)}); };
 
   if (c.seqs.empty()) fail("seqs", "the batch is empty: a case needs at least one sequence");
+  if (static_cast<std::int64_t>(c.seqs.size()) > kMaxBatch)
+    fail("seqs", fmt::format("{} sequences; the limit is {}", c.seqs.size(), kMaxBatch));
   if (c.heads < 1 || c.heads > kMaxHeads) fail("heads", fmt::format("{} is outside [1, {}]", c.heads, kMaxHeads));
   if (c.kv_heads < 1 || c.kv_heads > kMaxHeads)
     fail("kv_heads", fmt::format("{} is outside [1, {}]", c.kv_heads, kMaxHeads));
@@ -83,28 +113,43 @@ std::vector<FieldError> validate(const KernelCase& c) {
   if (c.window.left < -1) fail("window[0]", fmt::format("left bound {} is below -1 (-1 means unbounded)", c.window.left));
   if (c.window.right < -1)
     fail("window[1]", fmt::format("right bound {} is below -1 (-1 means unbounded)", c.window.right));
+  if (c.window.left > kMaxWindow) fail("window[0]", fmt::format("left bound {} is above {}", c.window.left, kMaxWindow));
+  if (c.window.right > kMaxWindow) fail("window[1]", fmt::format("right bound {} is above {}", c.window.right, kMaxWindow));
   if (!std::isfinite(c.softcap) || c.softcap < 0) fail("softcap", fmt::format("{} must be finite and >= 0", c.softcap));
   if (c.scale && (!std::isfinite(*c.scale) || *c.scale == 0))
     fail("scale", fmt::format("{} must be finite and non-zero", *c.scale));
   if (c.kv_strides == KvStrides::kExpanded && c.kv_heads != 1)
     fail("kv.strides", fmt::format("expanded K/V broadcast one KV head; kv_heads is {}", c.kv_heads));
 
-  std::int64_t needed_pages = 0;
+  const bool paged = c.kv_storage == KvStorage::kPaged;
+  if (paged) {
+    if (c.paging.page_size < 1) fail("kv.page_size", fmt::format("page size {} must be >= 1", c.paging.page_size));
+    if (c.paging.page_size > kMaxPageSize)
+      fail("kv.page_size", fmt::format("page size {} is above {}", c.paging.page_size, kMaxPageSize));
+    if (c.paging.extra_pages < 0) fail("kv.extra_pages", fmt::format("negative count {}", c.paging.extra_pages));
+    if (c.paging.extra_pages > kMaxExtraPages)
+      fail("kv.extra_pages", fmt::format("{} is above {}", c.paging.extra_pages, kMaxExtraPages));
+  }
+
+  auto length = [&](const std::string& field, std::int64_t v) {
+    if (v < 0) fail(field, fmt::format("negative length {}", v));
+    else if (v > kMaxLength) fail(field, fmt::format("length {} exceeds 2^32 - 1", v));
+  };
   for (std::size_t b = 0; b < c.seqs.size(); ++b) {
     const Sequence& s = c.seqs[b];
     const std::string at = fmt::format("seqs[{}]", b);
-    if (s.q_len < 0) fail(at + ".q_len", fmt::format("negative length {}", s.q_len));
-    if (s.k_len < 0) fail(at + ".k_len", fmt::format("negative length {}", s.k_len));
-    if (s.q_len > 0xFFFFFFFFll || s.k_len > 0xFFFFFFFFll) fail(at, "length exceeds 2^32 - 1");
+    length(at + ".q_len", s.q_len);
+    length(at + ".k_len", s.k_len);
+    length(at + ".leftpad_k", s.leftpad_k);
     std::int64_t kv_end = s.k_len;
     if (c.kv_cache) {
       if (s.seqused_k) fail(at + ".seqused_k", "seqused_k cannot be combined with kv_cache (cache_len decides)");
-      if (s.cache_len < 0) fail(at + ".cache_len", fmt::format("negative length {}", s.cache_len));
-      if (s.new_len < 0) fail(at + ".new_len", fmt::format("negative length {}", s.new_len));
-      if (s.cache_len + s.new_len > s.k_len)
+      length(at + ".cache_len", s.cache_len);
+      length(at + ".new_len", s.new_len);
+      kv_end = size_add(s.cache_len, s.new_len);  // both bounded by 2^32: no overflow once they pass
+      if (kv_end > s.k_len)
         fail(at + ".new_len", fmt::format("cache_len {} + new_len {} exceeds the cache capacity k_len {}", s.cache_len,
                                           s.new_len, s.k_len));
-      kv_end = s.cache_len + s.new_len;
     } else {
       if (s.cache_len != 0 || s.new_len != 0)
         fail(at + ".cache_len", "cache_len/new_len need \"kv\": {\"cache\": true}");
@@ -115,62 +160,53 @@ std::vector<FieldError> validate(const KernelCase& c) {
         kv_end = *s.seqused_k;
       }
     }
-    if (s.leftpad_k < 0) fail(at + ".leftpad_k", fmt::format("negative length {}", s.leftpad_k));
     if (s.leftpad_k > kv_end && kv_end >= 0)
       fail(at + ".leftpad_k", fmt::format("leftpad_k {} is past the end of the used keys ({})", s.leftpad_k, kv_end));
-    if (c.kv_storage == KvStorage::kPaged && c.paging.page_size >= 1 && s.k_len >= 0)
-      needed_pages += (s.k_len + c.paging.page_size - 1) / c.paging.page_size;
-  }
-
-  if (c.kv_storage == KvStorage::kPaged) {
-    const Paging& p = c.paging;
-    if (p.page_size < 1) fail("kv.page_size", fmt::format("page size {} must be >= 1", p.page_size));
-    if (p.extra_pages < 0) fail("kv.extra_pages", fmt::format("negative count {}", p.extra_pages));
-    if (!p.block_table.empty() && p.page_size >= 1) {
-      if (p.block_table.size() != c.seqs.size()) {
-        fail("kv.block_table", fmt::format("{} rows for a batch of {}", p.block_table.size(), c.seqs.size()));
-      } else {
-        const std::int64_t pool = needed_pages + std::max<std::int64_t>(p.extra_pages, 0);
-        std::vector<int> owner(static_cast<std::size_t>(std::max<std::int64_t>(pool, 0)), -1);
-        for (std::size_t b = 0; b < c.seqs.size(); ++b) {
-          const std::int64_t need = (c.seqs[b].k_len + p.page_size - 1) / p.page_size;
-          const auto& row = p.block_table[b];
-          if (static_cast<std::int64_t>(row.size()) < need) {
-            fail(fmt::format("kv.block_table[{}]", b),
-                 fmt::format("too short: {} pages for k_len {} at page size {} (needs {})", row.size(),
-                             c.seqs[b].k_len, p.page_size, need));
-            continue;
-          }
-          for (std::int64_t i = 0; i < need; ++i) {
-            const std::int32_t page = row[static_cast<std::size_t>(i)];
-            if (page < 0 || page >= pool) {
-              fail(fmt::format("kv.block_table[{}][{}]", b, i),
-                   fmt::format("page {} is outside the pool [0, {})", page, pool));
-            } else if (owner[static_cast<std::size_t>(page)] >= 0) {
-              fail(fmt::format("kv.block_table[{}][{}]", b, i),
-                   fmt::format("page {} is already used by seqs[{}]", page, owner[static_cast<std::size_t>(page)]));
-            } else {
-              owner[static_cast<std::size_t>(page)] = static_cast<int>(b);
-            }
-          }
-        }
-      }
-    }
-  } else if (!c.paging.block_table.empty()) {
-    fail("kv.block_table", "a block table needs \"kv\": {\"storage\": \"paged\"}");
   }
 
   for (const auto& [field, v] : {std::pair{"data.q_scale", c.data.q_scale}, std::pair{"data.k_scale", c.data.k_scale},
                                  std::pair{"data.v_scale", c.data.v_scale}})
     if (!std::isfinite(v) || v < 0) fail(field, fmt::format("{} must be finite and >= 0", v));
 
+  // The memory the case needs, before anything (the block-table check below included) allocates for it.
   if (errors.empty()) {
-    const CaseGeometry g = geometry(c);
-    const std::int64_t q_elems = g.total_q * c.heads * std::max(c.head_dim, c.v_head_dim);
-    const std::int64_t k_elems = (g.kv_rows + g.total_new) * c.kv_heads * std::max(c.head_dim, c.v_head_dim);
-    if (q_elems > kMaxElements || k_elems > kMaxElements)
-      fail("seqs", fmt::format("the case needs {} query and {} key elements; the host limit is {}", q_elems, k_elems,
-                               kMaxElements));
+    const std::int64_t bytes = case_bytes(c);
+    if (bytes > kMaxCaseBytes)
+      fail("seqs", fmt::format("the case needs {} of memory; the limit is {} (core/input_limits.h)",
+                               bytes == kSizeSaturated ? std::string("more than 2^63 bytes") : fmt::format("{} bytes", bytes),
+                               fmt::format("{} bytes", kMaxCaseBytes)));
+  }
+
+  if (errors.empty() && paged && !c.paging.block_table.empty()) {
+    const Paging& p = c.paging;
+    if (p.block_table.size() != c.seqs.size()) {
+      fail("kv.block_table", fmt::format("{} rows for a batch of {}", p.block_table.size(), c.seqs.size()));
+    } else {
+      std::int64_t pool = p.extra_pages;
+      for (const Sequence& s : c.seqs) pool += size_ceil_div(s.k_len, p.page_size);  // bounded by the memory check
+      std::map<std::int32_t, std::size_t> owner;  // only the listed pages: never sized by the pool
+      for (std::size_t b = 0; b < c.seqs.size(); ++b) {
+        const std::int64_t need = size_ceil_div(c.seqs[b].k_len, p.page_size);
+        const auto& row = p.block_table[b];
+        if (static_cast<std::int64_t>(row.size()) < need) {
+          fail(fmt::format("kv.block_table[{}]", b),
+               fmt::format("too short: {} pages for k_len {} at page size {} (needs {})", row.size(), c.seqs[b].k_len,
+                           p.page_size, need));
+          continue;
+        }
+        for (std::int64_t i = 0; i < need; ++i) {
+          const std::int32_t page = row[static_cast<std::size_t>(i)];
+          if (page < 0 || page >= pool) {
+            fail(fmt::format("kv.block_table[{}][{}]", b, i), fmt::format("page {} is outside the pool [0, {})", page, pool));
+          } else if (const auto [it, fresh] = owner.emplace(page, b); !fresh) {
+            fail(fmt::format("kv.block_table[{}][{}]", b, i),
+                 fmt::format("page {} is already used by seqs[{}]", page, it->second));
+          }
+        }
+      }
+    }
+  } else if (!paged && !c.paging.block_table.empty()) {
+    fail("kv.block_table", "a block table needs \"kv\": {\"storage\": \"paged\"}");
   }
   return errors;
 }

@@ -107,8 +107,13 @@ struct FieldError {
   std::string reason;
 };
 
-// Every rule a case must satisfy before anything runs on it; empty when the case is valid.
+// Every rule a case must satisfy before anything runs on it; empty when the case is valid. Every field is
+// range-checked (core/input_limits.h), and the case's memory (case_bytes) is within limits::kMaxCaseBytes.
 std::vector<FieldError> validate(const KernelCase& c);
+
+// An upper estimate of the bytes the harness holds for the case at once, host or device (inputs, page pool,
+// output buffers, reference results); computed without wrapping, saturating at INT64_MAX.
+std::int64_t case_bytes(const KernelCase& c);
 
 // Short one-line description for reports: "b2 h8/2 d64 bf16 causal-br win(-1,0) L[3x5,1x9]".
 std::string summary(const KernelCase& c);

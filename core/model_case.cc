@@ -3,11 +3,17 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "core/checked.h"
+#include "core/input_limits.h"
+
 namespace flashcheck {
 namespace {
 
 // Keeps the naive oracles' work bounded: B * Hq * Lq * Lk score elements.
 constexpr std::int64_t kMaxScores = std::int64_t{1} << 28;
+// Values of position ids, mask entries and the varlen kwargs: RoPE table indices and token counts.
+constexpr std::int64_t kMaxIndex = std::int64_t{1} << 31;
+constexpr std::int64_t kMaxStaticCache = std::int64_t{1} << 20;
 
 bool nondecreasing(const std::vector<std::int64_t>& v) {
   for (std::size_t i = 1; i < v.size(); ++i)
@@ -44,15 +50,19 @@ std::vector<FieldError> validate(const ModelCase& m) {
   if (m.heads >= 1 && m.kv_heads >= 1 && m.heads % m.kv_heads != 0)
     fail("kv_heads", fmt::format("heads {} is not a multiple of kv_heads {}", m.heads, m.kv_heads));
   if (m.head_dim < 1 || m.head_dim > 512) fail("head_dim", fmt::format("{} is outside [1, 512]", m.head_dim));
-  if (m.sliding_window && *m.sliding_window < 1)
-    fail("sliding_window", fmt::format("{} must be at least 1", *m.sliding_window));
-  if (m.softcap && !(*m.softcap > 0)) fail("softcap", "must be positive");
+  if (m.sliding_window && (*m.sliding_window < 1 || *m.sliding_window > kMaxIndex))
+    fail("sliding_window", fmt::format("{} is outside [1, {}]", *m.sliding_window, kMaxIndex));
+  if (m.softcap && !(std::isfinite(*m.softcap) && *m.softcap > 0)) fail("softcap", "must be a positive finite number");
   if (m.scale && !(std::isfinite(*m.scale) && *m.scale > 0)) fail("scale", "must be a positive finite number");
+  for (const auto& [field, v] : {std::pair{"data.q_scale", m.data.q_scale}, std::pair{"data.k_scale", m.data.k_scale},
+                                 std::pair{"data.v_scale", m.data.v_scale}})
+    if (!std::isfinite(v) || v < 0) fail(field, fmt::format("{} must be finite and >= 0", v));
   if (m.past > 0 && !m.use_cache) fail("use_cache", fmt::format("past {} > 0 needs a cache object (use_cache)", m.past));
   if (m.static_cache_len) {
     if (!m.use_cache) fail("static_cache_len", "a static cache needs use_cache");
-    if (*m.static_cache_len < m.past + m.q_len)
-      fail("static_cache_len", fmt::format("{} slots cannot hold past {} + q_len {}", *m.static_cache_len, m.past, m.q_len));
+    if (*m.static_cache_len < m.past + m.q_len || *m.static_cache_len > kMaxStaticCache)
+      fail("static_cache_len", fmt::format("{} slots: a static cache holds past {} + q_len {} and at most {}", *m.static_cache_len,
+                                           m.past, m.q_len, kMaxStaticCache));
   }
   if (m.attention_mask) {
     const auto& rows = *m.attention_mask;
@@ -66,8 +76,8 @@ std::vector<FieldError> validate(const ModelCase& m) {
       }
     for (std::size_t b = 0; b < rows.size(); ++b)
       for (std::size_t j = 0; j < rows[b].size(); ++j)
-        if (rows[b][j] < 0) {
-          fail(fmt::format("attention_mask[{}][{}]", b, j), "mask values must be >= 0 (nonzero = valid)");
+        if (rows[b][j] < 0 || rows[b][j] >= kMaxIndex) {
+          fail(fmt::format("attention_mask[{}][{}]", b, j), fmt::format("mask values must be in [0, {}) (nonzero = valid)", kMaxIndex));
           b = rows.size() - 1;
           break;
         }
@@ -81,6 +91,14 @@ std::vector<FieldError> validate(const ModelCase& m) {
         fail(fmt::format("position_ids[{}]", b), fmt::format("{} columns for q_len {}", rows[b].size(), m.q_len));
         break;
       }
+    for (std::size_t b = 0; b < rows.size(); ++b)
+      for (std::size_t i = 0; i < rows[b].size(); ++i)
+        if (rows[b][i] < 0 || rows[b][i] >= kMaxIndex) {
+          fail(fmt::format("position_ids[{}][{}]", b, i),
+               fmt::format("{} is outside [0, {}) (positions index the rotary table)", rows[b][i], kMaxIndex));
+          b = rows.size() - 1;
+          break;
+        }
   }
   if (m.query_length && (*m.query_length < 1 || *m.query_length > 65536))
     fail("query_length", fmt::format("{} is outside [1, 65536]", *m.query_length));
@@ -90,12 +108,29 @@ std::vector<FieldError> validate(const ModelCase& m) {
     if (k.cu_seq_lens_k.size() < 2) fail("varlen_kwargs.cu_seq_lens_k", "needs at least two entries");
     if (!nondecreasing(k.cu_seq_lens_q)) fail("varlen_kwargs.cu_seq_lens_q", "must be non-decreasing");
     if (!nondecreasing(k.cu_seq_lens_k)) fail("varlen_kwargs.cu_seq_lens_k", "must be non-decreasing");
-    if (!k.cu_seq_lens_q.empty() && k.cu_seq_lens_q.front() < 0) fail("varlen_kwargs.cu_seq_lens_q", "must start at >= 0");
-    if (!k.cu_seq_lens_k.empty() && k.cu_seq_lens_k.front() < 0) fail("varlen_kwargs.cu_seq_lens_k", "must start at >= 0");
-    if (k.max_length_q < 0 || k.max_length_k < 0) fail("varlen_kwargs", "max lengths must be >= 0");
+    for (const auto& [field, cu] : {std::pair{"varlen_kwargs.cu_seq_lens_q", &k.cu_seq_lens_q},
+                                    std::pair{"varlen_kwargs.cu_seq_lens_k", &k.cu_seq_lens_k}})
+      for (std::size_t i = 0; i < cu->size(); ++i)
+        if ((*cu)[i] < 0 || (*cu)[i] >= kMaxIndex) {
+          fail(fmt::format("{}[{}]", field, i), fmt::format("{} is outside [0, {})", (*cu)[i], kMaxIndex));
+          break;
+        }
+    if (k.max_length_q < 0 || k.max_length_k < 0 || k.max_length_q >= kMaxIndex || k.max_length_k >= kMaxIndex)
+      fail("varlen_kwargs", fmt::format("max lengths must be in [0, {})", kMaxIndex));
   }
-  if (errors.empty() && m.batch * m.heads * m.q_len * m.kv_len() > kMaxScores)
-    fail("", fmt::format("{} score elements exceed the oracle's limit of {}", m.batch * m.heads * m.q_len * m.kv_len(), kMaxScores));
+  if (errors.empty()) {
+    const std::int64_t scores = size_product({m.batch, m.heads, m.q_len, m.kv_len()});
+    // Q, K, V and the output as float, a few times over (oracle, flash path, kernel), and the eager
+    // oracle's scores, probabilities and masks.
+    const std::int64_t bytes = size_add(size_mul(size_add(size_product({m.batch, m.q_len, m.heads, m.head_dim, 2}),
+                                                          size_product({m.batch, m.kv_len(), m.kv_heads, m.head_dim, 2})),
+                                                 16),
+                                        size_mul(scores, 16));
+    if (scores > kMaxScores)
+      fail("", fmt::format("{} score elements exceed the oracle's limit of {}", scores, kMaxScores));
+    else if (bytes > limits::kMaxCaseBytes)
+      fail("", fmt::format("the case needs {} bytes of memory; the limit is {} (core/input_limits.h)", bytes, limits::kMaxCaseBytes));
+  }
   return errors;
 }
 

@@ -1,12 +1,17 @@
 #include "core/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/checked.h"
+#include "core/detail/json_reader.h"
 #include "core/error.h"
+#include "core/files.h"
+#include "core/input_limits.h"
+#include "core/json_input.h"
 
 namespace flashcheck {
 namespace {
@@ -33,23 +38,25 @@ float half_value(std::uint16_t u) {
 
 }  // namespace
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open file");
-  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+SafetensorsFile decode_safetensors(std::string_view data, const std::string& path) {
   if (data.size() < 8) throw InputError(path, "", "file shorter than the 8-byte header length");
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | data[static_cast<std::size_t>(i)];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(data[static_cast<std::size_t>(i)]);
+  if (n > static_cast<std::uint64_t>(limits::kMaxSafetensorsHeaderBytes))
+    throw InputError(path, "", fmt::format("header length {} exceeds the format's limit of {} bytes", n,
+                                           limits::kMaxSafetensorsHeaderBytes));
   if (n > data.size() - 8) throw InputError(path, "", fmt::format("header length {} exceeds the file size", n));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(data.begin() + 8, data.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path, "header", std::string("malformed JSON: ") + e.what());
+    header = parse_json_input(data.substr(8, static_cast<std::size_t>(n)), path);
+  } catch (const InputError& e) {
+    throw InputError(path, e.field().empty() ? "header" : "header." + e.field(), e.reason());
   }
   if (!header.is_object()) throw InputError(path, "header", "not a JSON object");
-  const std::size_t base = 8 + n, payload = data.size() - base;
+  const std::size_t base = 8 + static_cast<std::size_t>(n);
+  const std::int64_t payload = static_cast<std::int64_t>(data.size() - base);
   SafetensorsFile f;
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // data_offsets of every tensor
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw InputError(path, name, "metadata must be an object of strings");
@@ -59,33 +66,49 @@ SafetensorsFile read_safetensors(const std::string& path) {
       }
       continue;
     }
-    try {
-      StoredTensor t;
-      t.dtype = entry.at("dtype").get<std::string>();
-      t.shape = entry.at("shape").get<std::vector<std::int64_t>>();
-      const auto off = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
-      const std::int64_t es = dtype_size(t.dtype);
-      if (es == 0) throw InputError(path, name, fmt::format("unsupported dtype {}", t.dtype));
-      if (off.size() != 2 || off[0] > off[1] || off[1] > payload)
-        throw InputError(path, name, "data_offsets outside the data section");
-      std::int64_t numel = 1;
-      for (std::int64_t d : t.shape) {
-        if (d < 0) throw InputError(path, name, "negative dimension");
-        numel *= d;
-      }
-      if (static_cast<std::uint64_t>(numel * es) != off[1] - off[0])
-        throw InputError(path, name, fmt::format("{} bytes for {} elements of {}", off[1] - off[0], numel, t.dtype));
-      t.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(base + off[0]),
-                     data.begin() + static_cast<std::ptrdiff_t>(base + off[1]));
-      f.tensors.emplace(name, std::move(t));
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(path, name, std::string("malformed entry: ") + e.what());
+    const detail::JsonReader r(entry, path, name);
+    r.only({"dtype", "shape", "data_offsets"});
+    StoredTensor t;
+    t.dtype = r.string("dtype");
+    const std::int64_t es = dtype_size(t.dtype);
+    if (es == 0) throw InputError(path, name, fmt::format("unsupported dtype {}", t.dtype));
+    const nlohmann::json& shape = r.array("shape");
+    std::int64_t numel = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const std::int64_t d = r.as_integer(shape[i], fmt::format("shape[{}]", i));
+      if (d < 0) throw InputError(path, name, "negative dimension");
+      t.shape.push_back(d);
+      numel = d == 0 ? 0 : numel == 0 ? 0 : size_mul(numel, d);
     }
+    const nlohmann::json& off = r.array("data_offsets");
+    if (off.size() != 2) throw InputError(path, name, "data_offsets must be [begin, end]");
+    const std::int64_t begin = r.as_integer(off[0], "data_offsets[0]"), end = r.as_integer(off[1], "data_offsets[1]");
+    if (begin < 0 || begin > end || end > payload) throw InputError(path, name, "data_offsets outside the data section");
+    if (size_mul(numel, es) != end - begin)
+      throw InputError(path, name, fmt::format("{} bytes for {} elements of {}", end - begin,
+                                               numel == kSizeSaturated ? std::string("more than 2^63") : std::to_string(numel), t.dtype));
+    spans.emplace_back(begin, end);
+    t.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(base + static_cast<std::size_t>(begin)),
+                   data.begin() + static_cast<std::ptrdiff_t>(base + static_cast<std::size_t>(end)));
+    f.tensors.emplace(name, std::move(t));
   }
+  // As in the safetensors library (safetensors/src/tensor.rs, Metadata::validate): tensors tile the data
+  // section without gaps or overlaps, and nothing follows the last one.
+  std::sort(spans.begin(), spans.end());
+  std::int64_t at = 0;
+  for (const auto& [begin, end] : spans) {
+    if (begin != at) throw InputError(path, "", fmt::format("tensor data at byte {} does not follow the previous tensor (ends at {})", begin, at));
+    at = end;
+  }
+  if (at != payload) throw InputError(path, "", fmt::format("{} bytes after the last tensor's data", payload - at));
   return f;
 }
 
-void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+SafetensorsFile read_safetensors(const std::string& path, std::int64_t max_bytes) {
+  return decode_safetensors(read_input_file(path, max_bytes), path);
+}
+
+std::string encode_safetensors(const SafetensorsFile& file) {
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, t] : file.tensors) {  // std::map order: offsets ascend with the names
@@ -95,15 +118,16 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // pad so that the data section is 8-byte aligned
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path, "", "cannot write file");
-  std::uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(h.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, t] : file.tensors)
-    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-  if (!out) throw InputError(path, "", "write failed");
+  std::string out;
+  out.reserve(8 + h.size() + offset);
+  for (int i = 0; i < 8; ++i) out += static_cast<char>(static_cast<std::uint64_t>(h.size()) >> (8 * i));
+  out += h;
+  for (const auto& [name, t] : file.tensors) out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  return out;
+}
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+  write_file_atomic(path, encode_safetensors(file));
 }
 
 StoredTensor store_floats(const std::vector<float>& values, const std::vector<std::int64_t>& shape, DType dt) {

@@ -80,4 +80,8 @@ class Registry {
 // Every kernel this build provides: the CPU kernels, the CUDA kernels in a CUDA build, and the mutants.
 Registry& builtin_registry();
 
+// Whether some build of flashcheck has a kernel of this name (this build's registry, or the CUDA build's
+// kernels in a CPU build): what a fixture's `expect` may name.
+bool is_known_kernel_name(std::string_view name);
+
 }  // namespace flashcheck

@@ -3,10 +3,8 @@
 #include "kernels/kernel.h"
 #include "kernels/native/mutants.h"
 #include "kernels/native/tiled_cpu.h"
-#include "kernels/torch/torch_cpu_kernels.h"
-#if defined(FLASHCHECK_HAVE_CUDA)
 #include "kernels/torch/cuda_kernels.h"
-#endif
+#include "kernels/torch/torch_cpu_kernels.h"
 
 namespace flashcheck {
 
@@ -57,6 +55,20 @@ std::vector<std::string> Registry::names(bool with_mutants) const {
   for (const auto& k : all_)
     if (with_mutants || !k->is_mutant()) v.emplace_back(k->name());
   return v;
+}
+
+const std::vector<std::string>& cuda_kernel_names() {
+  static const std::vector<std::string> names{"flash-fwd-dense",      "flash-fwd-varlen", "efficient-fwd-dense",
+                                              "efficient-fwd-varlen", "cudnn-fwd",        "sdpa-flash",
+                                              "sdpa-efficient",       "sdpa-cudnn",       "sdpa-math-cuda"};
+  return names;
+}
+
+bool is_known_kernel_name(std::string_view name) {
+  if (builtin_registry().find(name)) return true;
+  for (const std::string& n : cuda_kernel_names())
+    if (n == name) return true;
+  return false;
 }
 
 Registry& builtin_registry() {

@@ -4,11 +4,13 @@
 #include <cctype>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/case_json.h"
+#include "core/files.h"
 #include "core/fixture.h"
+#include "core/input_limits.h"
+#include "core/json_input.h"
 #include "core/model_case_json.h"
 
 namespace flashcheck {
@@ -25,25 +27,28 @@ void write_inflight(const std::string& path, const AnyCase& c) {
   const nlohmann::json j = std::holds_alternative<KernelCase>(c)
                                ? nlohmann::json{{"case", case_to_json(std::get<KernelCase>(c))}}
                                : nlohmann::json{{"model_case", model_case_to_json(std::get<ModelCase>(c))}};
-  // Written, then renamed: a worker killed mid-write leaves the previous descriptor, never half of one.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump();
-  }
-  fs::rename(tmp, path);
+  // Written, then renamed: a worker killed mid-write leaves the previous descriptor, never half of one. Not
+  // synced: a killed worker does not lose the page cache, and a sync before every case would cost more
+  // than the case.
+  write_file_atomic(path, j.dump(), Overwrite::kReplace, /*durable=*/false);
 }
 
 std::optional<AnyCase> read_inflight(const std::string& path) {
   try {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    const nlohmann::json j = nlohmann::json::parse(in);
+    if (!path_exists(path)) return std::nullopt;
+    const nlohmann::json j = parse_json_input(read_input_file(path, limits::kMaxFixtureBytes), path);
     if (j.contains("model_case")) return AnyCase{model_case_from_json(j.at("model_case"), path, "model_case")};
     return AnyCase{case_from_json(j.at("case"), path, "case")};
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+std::string keep_earlier_inflight(const std::string& path) {
+  const std::string kept = move_aside(path);
+  if (!kept.empty())
+    fmt::print(stderr, "flashcheck: {} is the in-flight case of an earlier run that did not finish; kept as {}\n", path, kept);
+  return kept;
 }
 
 AnyCase finding_case(const Finding& f) {
@@ -59,7 +64,7 @@ void set_finding_case(Finding& f, const AnyCase& c) {
 std::string save_finding(const std::string& dir, const Kernel& k, const Property& p, std::uint64_t seed,
                          const Finding& f) {
   if (dir.empty()) return "";
-  fs::create_directories(dir);
+  ensure_output_dir(dir);
   Fixture fx;
   fx.description = f.verdict.reason;
   fx.property = std::string(p.name());
@@ -91,7 +96,9 @@ std::string save_finding(const std::string& dir, const Kernel& k, const Property
     fx.cases.push_back(fc);
   }
   fx.replay = fmt::format("flashcheck replay {} --kernel {}", fx.path, k.name());
-  save_fixture(fx);
+  // Named by the case's content: an existing file is the same case, found before (perhaps annotated by
+  // someone since), and is kept as it is.
+  save_fixture(fx, Overwrite::kKeep);
   return fx.path;
 }
 

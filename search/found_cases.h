@@ -18,6 +18,9 @@ std::string inflight_path(const std::string& dir, const Kernel& k, const Propert
 void write_inflight(const std::string& path, const AnyCase& c);
 // The case of a descriptor, or nothing when it is missing or unreadable (a worker killed mid-write).
 std::optional<AnyCase> read_inflight(const std::string& path);
+// A descriptor at `path` when a run starts was left by a run that was killed in that case: it is moved to
+// "<path>.kept-<n>" (never overwritten) and a line on stderr says so. Returns the new name, or "".
+std::string keep_earlier_inflight(const std::string& path);
 
 // The case a finding is about.
 AnyCase finding_case(const Finding& f);

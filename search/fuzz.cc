@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "core/files.h"
 #include "search/case_gen.h"
 #include "search/coverage.h"
@@ -50,21 +51,33 @@ struct RunState {
   bool exhausted = false;
   Finding current;
   std::string inflight;
+  // A harness error (the output folder cannot be written): the run stops, keeping what it found. Never thrown
+  // inside the property: RapidCheck would take the exception for a failure and shrink on it.
+  std::string harness_error;
 
   bool budget_left() {
+    if (!harness_error.empty()) return false;
     if (o.seconds > 0 && since(start) >= o.seconds) time_up = true;
     return !time_up && (o.cases == 0 || report.cases < o.cases);
   }
 
   // One generated (or shrunk) case: judged, counted, and reported to RapidCheck as pass, discard or failure.
   void on_case(const AnyCase& c) {
+    if (!harness_error.empty()) return;
     if (!failing) {
       if (!budget_left()) return;  // over budget: let RapidCheck finish its count without work
     } else if (++attempts > o.shrink.attempts || since(fail_start) > o.shrink.seconds) {
       exhausted = true;
       return;  // stop the greedy descent: every further candidate "passes"
     }
-    if (!inflight.empty()) write_inflight(inflight, c);
+    if (!inflight.empty()) {
+      try {
+        write_inflight(inflight, c);
+      } catch (const OutputError& e) {
+        harness_error = e.what();
+        return;
+      }
+    }
     if (hooks.on_case_start) hooks.on_case_start();
     const Judgement j = p.judge(k, c);
     if (hooks.on_case_end) hooks.on_case_end();
@@ -80,6 +93,7 @@ struct RunState {
     }
     if (!failing) {
       ++report.cases;
+      if (hooks.on_counted) hooks.on_counted(report.cases);
       coverage.add(c);
       if (hooks.on_judged) hooks.on_judged(c, v);
       if (o.on_progress && since(last_progress) > 0.5) {
@@ -155,8 +169,15 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
       cfg.reproduce[id] = failure.reproduce;
       f.reproduce = rc::detail::configToMinimalString(cfg);
       ++report.failures;
-      add_finding(report, std::move(f), [&](const Finding& x) { return save_finding(o.out_dir, k, p, o.seed, x); });
-      if (o.stop_at_first_failure) break;
+      add_finding(report, std::move(f), [&](const Finding& x) {
+        try {
+          return save_finding(o.out_dir, k, p, o.seed, x);
+        } catch (const OutputError& e) {  // reported without a fixture; the run stops below
+          st.harness_error = e.what();
+          return std::string();
+        }
+      });
+      if (o.stop_at_first_failure || !st.harness_error.empty()) break;
     }
     rc::detail::GaveUpResult gave_up;
     if (result.match(gave_up)) break;  // the generator cannot produce enough judgeable cases
@@ -170,7 +191,16 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
   }
   report.coverage_missing = st.coverage.missing(required_coverage(p, k, report.cases));
   if (!st.inflight.empty()) remove_file(st.inflight);
+  if (!st.harness_error.empty()) throw FuzzAborted(st.harness_error, std::move(report));
   return report;
+}
+
+// Before a run writes its in-flight descriptor: the output folder exists, and a descriptor left by an
+// earlier run that was killed (its only record of the case it died in) is kept under another name.
+void prepare_out_dir(const FuzzOptions& o, const Kernel& k, const Property& p) {
+  if (o.out_dir.empty()) return;
+  ensure_output_dir(o.out_dir);
+  keep_earlier_inflight(inflight_path(o.out_dir, k, p));
 }
 
 }  // namespace
@@ -188,6 +218,7 @@ std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {  // splitmix64 of the 
 }
 
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks) {
+  prepare_out_dir(o, k, p);
   return drive(k, p, o, hooks);
 }
 
@@ -196,9 +227,10 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
   total.kernel = std::string(k.name());
   total.property = p.label();
   total.seed = o.seed;
+  prepare_out_dir(o, k, p);
   const std::string dir = o.out_dir.empty() ? (fs::temp_directory_path() / fmt::format("flashcheck-{}", ::getpid())).string()
                                             : o.out_dir;
-  fs::create_directories(dir);
+  ensure_output_dir(dir);
   const auto start = Clock::now();
   int next_chunk = 0;
   for (;;) {
@@ -209,7 +241,9 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     if (o.seconds > 0) child.seconds = std::max(0.01, o.seconds - since(start));
     std::int64_t child_cases = 0, child_failures = 0;
     bool reported = false;
-    // Messages: "C <chunk>" a chunk starts; "P <cases> <failures>" progress; "R <report JSON>" the end.
+    std::string aborted;
+    // Messages: "C <chunk>" a chunk starts; "N <cases>" a case was counted; "P <cases> <failures>" progress;
+    // "R <report JSON>" the end; "A <reason>" the run stopped on a harness error (after its "R").
     const WorkerBody body = [&, child](WorkerChannel& ch) mutable {
       child.on_progress = [&ch](std::int64_t c, std::int64_t f, double) { ch.send('P', fmt::format("{} {}", c, f)); };
       FuzzHooks hooks;
@@ -217,26 +251,46 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       hooks.on_chunk = [&ch](int chunk) { ch.send('C', std::to_string(chunk)); };
       hooks.on_case_start = [&ch] { ch.begin("case"); };
       hooks.on_case_end = [&ch] { ch.end(); };
-      ch.send('R', to_json(drive(k, p, child, hooks)).dump());  // fixtures were written by the worker
+      hooks.on_counted = [&ch](std::int64_t cases) { ch.send('N', std::to_string(cases)); };
+      // Fixtures were written by the worker. Bytes of a kernel's message that are not UTF-8 are replaced.
+      const auto send_report = [&ch](const FuzzReport& r) {
+        ch.send('R', to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      };
+      try {
+        send_report(drive(k, p, child, hooks));
+      } catch (const FuzzAborted& e) {  // the report so far, then why the run stopped
+        send_report(e.report);
+        ch.send('A', printable(e.what(), 2000));
+      }
     };
     const WorkerHandler on_message = [&](char tag, const std::string& payload) {
       if (tag == 'C') {
         next_chunk = std::stoi(payload);
+      } else if (tag == 'N') {
+        child_cases = std::stoll(payload);
       } else if (tag == 'P') {
-        std::sscanf(payload.c_str(), "%ld %ld", &child_cases, &child_failures);
+        std::int64_t shown = 0;
+        std::sscanf(payload.c_str(), "%ld %ld", &shown, &child_failures);
         if (o.on_progress)
           o.on_progress(done_cases + child_cases, static_cast<std::int64_t>(total.findings.size()) + child_failures,
                         since(start));
       } else if (tag == 'R') {
         merge_reports(total, fuzz_report_from_json(nlohmann::json::parse(payload)));
         reported = true;
+      } else if (tag == 'A') {
+        aborted = payload;
       }
     };
     const WorkerExit x = run_worker(body, on_message, {true, case_timeout_seconds});
-    if (!x.error.empty()) throw std::runtime_error("fuzz worker: " + x.error);
+    if (!aborted.empty() || !x.error.empty()) {  // a harness error (an unwritable --out): stop, keeping what was found
+      if (!reported) total.cases += child_cases;
+      total.seconds = since(start);
+      throw FuzzAborted(aborted.empty() ? "fuzz worker: " + x.error : aborted, std::move(total));
+    }
     if (reported) break;
-    // The worker died (or hung): the case in flight is the last descriptor it wrote.
-    total.cases += child_cases;
+    // The worker died (or hung): the case in flight is the last descriptor it wrote. It counts as a judged
+    // case, so that a kernel that hangs on every case still ends a run of N cases after N workers.
+    total.cases += child_cases + 1;
     ++total.crashes;
     ++total.failures;
     Finding f;
@@ -247,7 +301,20 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
     f.verdict.reason = x.died_in ? x.reason : "worker died between cases: " + x.reason;
     if (const std::optional<AnyCase> c = read_inflight(inflight_path(o.inflight_dir.empty() ? dir : o.inflight_dir, k, p))) {
       set_finding_case(f, *c);
-      add_finding(total, f, [&](const Finding& y) { return save_finding(o.out_dir, k, p, o.seed, y); });
+      std::string save_error;
+      add_finding(total, f, [&](const Finding& y) {
+        try {
+          return save_finding(o.out_dir, k, p, o.seed, y);
+        } catch (const OutputError& e) {  // reported without a fixture, and the run stops
+          save_error = e.what();
+          return std::string();
+        }
+      });
+      if (!save_error.empty()) {
+        total.seconds = since(start);
+        throw FuzzAborted(save_error, std::move(total));  // the descriptor stays: the crash's only record on disk
+      }
+      remove_file(inflight_path(dir, k, p));  // saved as the finding's fixture: not a killed run's record
     } else {
       total.findings.push_back(f);  // no descriptor: still a recorded crash
     }

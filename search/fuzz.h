@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/kernel.h"
@@ -50,12 +51,21 @@ struct FuzzHooks {
   std::function<void(int chunk)> on_chunk;
   std::function<void()> on_case_start, on_case_end;  // around every judged case, shrink candidates too
   std::function<void(const AnyCase&, const Verdict&)> on_judged;  // every case the run counts
+  std::function<void(std::int64_t cases)> on_counted;  // a case was counted: the parent's exact tally
+};
+
+// A harness error ended a run early (the output folder became unwritable, the disk is full): the message,
+// and the report of the cases judged so far (their findings are saved already).
+class FuzzAborted : public std::runtime_error {
+ public:
+  FuzzAborted(const std::string& what, FuzzReport so_far) : std::runtime_error(what), report(std::move(so_far)) {}
+  FuzzReport report;
 };
 
 // Why `p` cannot run on `k` at all (its contract lacks what the property needs), or "".
 std::string not_applicable_reason(const Kernel& k, const Property& p);
 
-// Runs in this process.
+// Runs in this process. Throws OutputError when the output folder cannot be written.
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks = {});
 
 // Runs in worker processes: a kernel that crashes or hangs becomes a crash finding (its case is the

@@ -1,13 +1,15 @@
 #include "search/isolated_jobs.h"
 
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 
 #include "search/worker.h"
 
 namespace flashcheck {
 namespace {
+
+// Fresh workers that may die between jobs before the next job is recorded as a crash.
+constexpr int kDeathsBeforeGivingUp = 3;
 
 std::vector<Verdict> run_guarded(const IsolatedJob& job, std::size_t i) {
   try {
@@ -30,10 +32,19 @@ std::vector<std::vector<Verdict>> run_isolated(std::size_t jobs, const IsolatedJ
   const WorkerHandler on_message = [&](char tag, const std::string& payload) {
     if (tag != 'R') return;
     const std::size_t sp = payload.find(' ');
-    const auto i = static_cast<std::size_t>(std::stoul(payload.substr(0, sp)));
-    for (const auto& v : nlohmann::json::parse(payload.substr(sp + 1))) results[i].push_back(verdict_from_json(v));
+    std::size_t i = 0;
+    std::vector<Verdict> got;
+    try {
+      i = static_cast<std::size_t>(std::stoul(payload.substr(0, sp)));
+      for (const auto& v : nlohmann::json::parse(payload.substr(sp + 1))) got.push_back(verdict_from_json(v));
+    } catch (const std::exception&) {
+      return;  // a garbled line: the job counts as not reported, and is retried or recorded below
+    }
+    if (i >= jobs) return;
+    results[i] = std::move(got);
     next = i + 1;
   };
+  int deaths_before_next = 0;  // workers that died between jobs without getting past job `next`
   while (next < jobs) {
     const std::size_t from = next;
     const WorkerBody body = [&, from](WorkerChannel& ch) {
@@ -41,7 +52,8 @@ std::vector<std::vector<Verdict>> run_isolated(std::size_t jobs, const IsolatedJ
         ch.begin(std::to_string(i));
         nlohmann::json arr = nlohmann::json::array();
         for (const Verdict& v : run_guarded(job, i)) arr.push_back(to_json(v));
-        ch.send('R', std::to_string(i) + " " + arr.dump());
+        // A kernel's message may hold bytes that are not UTF-8: replaced, so that the record still goes out.
+        ch.send('R', std::to_string(i) + " " + arr.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         ch.end();
       }
     };
@@ -53,8 +65,20 @@ std::vector<std::vector<Verdict>> run_isolated(std::size_t jobs, const IsolatedJ
       v.reason = x.reason;
       results[i].push_back(v);
       next = i + 1;
+      deaths_before_next = 0;
     } else if (!x.clean) {
-      throw std::runtime_error("worker process failed between cases: " + (x.error.empty() ? x.reason : x.error));
+      // The worker died (or its body threw) between jobs: no job was in flight, and the records so far are
+      // kept. A fresh worker resumes at the next job; one that dies there again and again gets that job
+      // recorded as a crash, so the list always ends.
+      if (next > from) deaths_before_next = 0;
+      if (++deaths_before_next >= kDeathsBeforeGivingUp) {
+        Verdict v = label(next);
+        v.kind = VerdictKind::kCrash;
+        v.reason = "the worker died before the case started: " + (x.error.empty() ? x.reason : x.error);
+        results[next].push_back(v);
+        ++next;
+        deaths_before_next = 0;
+      }
     }
   }
   return results;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/error.h"
+#include "core/files.h"
 #include "core/kernel_case.h"
 #include "oracles/hf_flash_path.h"
 #include "properties/conformance.h"
@@ -27,6 +29,29 @@ void judge(ReplayRecord& r) {
     r.as_expected = false;
     r.outcome = (got == VerdictKind::kPass && want != VerdictKind::kPass) ? "xpass" : std::string(to_string(got));
   }
+}
+
+std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths) {
+  std::vector<Fixture> fixtures;
+  for (const std::string& p : paths) {
+    if (!path_exists(p)) throw InputError(p, "", "no such file or directory");
+    const std::vector<std::string> files = find_fixture_files(p);
+    // An empty corpus is a wrong path, not a clean run.
+    if (files.empty()) throw InputError(p, "", "no fixture files (*.json) in this folder");
+    for (const std::string& file : files) {
+      Fixture fx = load_fixture(file);
+      const bool model_only = fx.cases.empty() && fx.property == "integration";
+      if (!model_only && !find_property(fx.property))
+        throw InputError(file, "property", "unknown property \"" + fx.property + "\"");
+      for (std::size_t i = 0; i < fx.cases.size(); ++i)
+        for (const auto& [kernel, x] : fx.cases[i].expect)
+          if (!is_known_kernel_name(kernel))
+            throw InputError(file, fmt::format("cases[{}].expect.{}", i, kernel),
+                             "unknown kernel (flashcheck list shows this build's kernels; CUDA builds add the GPU ones)");
+      fixtures.push_back(std::move(fx));
+    }
+  }
+  return fixtures;
 }
 
 std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, const std::vector<Kernel*>& kernels,

@@ -26,6 +26,11 @@ struct ReplayRecord {
   std::string outcome;
 };
 
+// Every fixture under `paths` (files, or folders walked for *.json), loaded as load_fixture does, then
+// checked against what only the registry knows: the fixture's property exists, and each case's `expect`
+// names a kernel some build of flashcheck has. Throws InputError naming the file, the field and the reason.
+std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths);
+
 std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, const std::vector<Kernel*>& kernels,
                                           const IsolationOptions& iso);
 

@@ -39,6 +39,12 @@ class JsonReader {
   std::int64_t integer(std::string_view key, std::int64_t fallback) const {
     return has(key) ? as_integer(at(key), key) : fallback;
   }
+  std::int64_t integer_in(std::string_view key, std::int64_t lo, std::int64_t hi) const {
+    return as_integer(at(key), key, lo, hi);
+  }
+  std::int64_t integer_in(std::string_view key, std::int64_t lo, std::int64_t hi, std::int64_t fallback) const {
+    return has(key) ? as_integer(at(key), key, lo, hi) : fallback;
+  }
   std::uint64_t unsigned_integer(std::string_view key, std::uint64_t fallback) const {
     if (!has(key)) return fallback;
     const auto& v = at(key);
@@ -81,20 +87,40 @@ class JsonReader {
     }
   }
 
+  // An integer exactly as written: unsigned literals above 2^63 - 1 and floats outside int64 are errors,
+  // never wrapped or truncated (2^64 - 1 is not -1). 4.0 is 4; 4.5 is an error.
   std::int64_t as_integer(const nlohmann::json& v, std::string_view key) const {
+    if (v.is_number_unsigned()) {
+      if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        fail(key, std::string("integer out of range (at most 2^63 - 1): ") + describe(v));
+      return static_cast<std::int64_t>(v.get<std::uint64_t>());
+    }
     if (v.is_number_integer()) return v.get<std::int64_t>();
     if (v.is_number_float()) {
       const double d = v.get<double>();
+      // [-2^63, 2^63): the doubles whose conversion to int64 is defined.
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        fail(key, std::string("integer out of range: ") + describe(v));
       if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
     }
     fail(key, std::string("expected an integer, found ") + describe(v));
+  }
+  // An integer in [lo, hi], checked as it is read.
+  std::int64_t as_integer(const nlohmann::json& v, std::string_view key, std::int64_t lo, std::int64_t hi) const {
+    const std::int64_t x = as_integer(v, key);
+    if (x < lo || x > hi) fail(key, std::to_string(x) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
   }
   std::string as_string(const nlohmann::json& v, std::string_view key) const {
     if (!v.is_string()) fail(key, std::string("expected a string, found ") + describe(v));
     return v.get<std::string>();
   }
+  // A short description of a value for messages: its type and, for scalars, its text (never a walk of a
+  // large or deep container).
   static std::string describe(const nlohmann::json& v) {
-    std::string d = v.dump();
+    if (v.is_array()) return "array of " + std::to_string(v.size()) + " elements";
+    if (v.is_object()) return "object of " + std::to_string(v.size()) + " fields";
+    std::string d = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (d.size() > 40) d = d.substr(0, 37) + "...";
     return std::string(v.type_name()) + " " + d;
   }
