@@ -39,6 +39,7 @@ struct TiledFaults {
   bool write_past_end = false;          // one extra row written after the last query row
   bool skip_last_row = false;           // the last query row of every sequence is never written
   bool nondeterministic_order = false;  // key tiles visited in an order that changes between runs
+  bool read_past_end = false;           // the last sequence's keys run to the end of the K buffer
 };
 
 }  // namespace detail
