@@ -190,7 +190,8 @@ TEST(HostileFiles, TensorsMustBeARegularFileInsideTheFixturesFolder) {
   EXPECT_NE(err("zero.safetensors").find("outside the fixture's folder"), std::string::npos) << err("zero.safetensors");
   EXPECT_NE(err("missing.safetensors").find(p + ": tensors: cannot open \"missing.safetensors\""), std::string::npos);
   fs::create_directories(d.path / "f" / "dir.safetensors");
-  EXPECT_EQ(err("dir.safetensors"), (d.path / "f" / "dir.safetensors").string() + ": not a regular file: it is a folder");
+  EXPECT_EQ(err("dir.safetensors"),
+            p + ": tensors: " + (d.path / "f" / "dir.safetensors").string() + ": not a regular file: it is a folder");
 }
 
 std::string safetensors_bytes(const std::string& header, std::size_t payload) {

@@ -184,8 +184,10 @@ def gen_wrong_types(c, seeds):
                     continue
                 d = copy.deepcopy(doc)
                 put(d, path, new)
-                # null is "absent" for optional fields; replacing a note or a title with a container is refused
-                refuse = new is not None
+                # null is "absent" for optional fields, so it may be valid; so may a number where the seed had
+                # null (a scale); anything else of the wrong type is refused
+                number = isinstance(new, (int, float)) and not isinstance(new, bool)
+                refuse = None if new is None or (old is None and number) else True
                 c.add("wrong-type", text_of(d), refuse, path_str(path), scope_of(path))
 
 
