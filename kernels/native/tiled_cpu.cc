@@ -38,8 +38,10 @@ KvStorageCopy prepare_kv(const KernelCase& c, const CaseTensors& in, const Flash
   const std::int64_t hsk = d + (gapped ? 3 : 0), hsv = dv + (gapped ? 3 : 0);
   const std::int64_t rsk = Hk * hsk + (gapped ? 5 : 0), rsv = Hk * hsv + (gapped ? 5 : 0);
   KvStorageCopy s;
-  s.k.assign(static_cast<std::size_t>(rows * rsk), std::numeric_limits<float>::quiet_NaN());
-  s.v.assign(static_cast<std::size_t>(rows * rsv), std::numeric_limits<float>::quiet_NaN());
+  // One guard row of NaN past the storage: a mutant whose defect reads a row too far (the off-by-one of
+  // cu_seqlens_k) reads poison there, as a GPU kernel reads whatever follows its buffer, instead of the heap.
+  s.k.assign(static_cast<std::size_t>((rows + 1) * rsk), std::numeric_limits<float>::quiet_NaN());
+  s.v.assign(static_cast<std::size_t>((rows + 1) * rsv), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t h = 0; h < Hk; ++h) {
       std::copy_n(in.k.data.data() + (r * Hk + h) * d, d, s.k.begin() + r * rsk + h * hsk);
