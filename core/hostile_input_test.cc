@@ -245,6 +245,7 @@ TEST(HostileOutput, WritesAreAtomicCheckedAndKeepWhatExists) {
 
 TEST(HostileOutput, MessagesArePrintable) {
   EXPECT_EQ(InputError("a\x1b[31m", "k\xff", "r\n").what(), std::string("a?[31m: k?: r?"));
+  EXPECT_EQ(InputError("f", "\xc3\xa9t\xc3\xa9", "\xe2\x82").what(), std::string("f: \xc3\xa9t\xc3\xa9: ??"));  // UTF-8 stays
 }
 
 }  // namespace
