@@ -8,7 +8,9 @@
 #   FLASHCHECK_PREBUILT=DIR   use the executables in DIR instead of building (quick iterations)
 #   GPU_CAMPAIGN_SECONDS=T     seconds of conformance fuzzing per device kernel in the campaign (default 25)
 #   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign reach
-#                              campaign-gpus (default: all)
+#                              campaign-gpus (default: all), and sanitize (not in the default: compute-sanitizer over
+#                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
+#   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
@@ -218,6 +220,43 @@ if has campaign-gpus; then
   [ $rc -le 1 ] && [ $mrc -le 1 ] && [ -s "$c-report/report.html" ] || status=1
   row "campaign --gpus all (killed, resumed)" "exit $rc/$mrc: $(grep -E '^campaign ' "$out/campaign-gpus-2.txt" | tail -1 | cut -c1-150)"
   row "campaign --gpus all: merged" "$(grep -E '^[0-9]+ cases from' "$out/campaign-gpus-merge.txt"); $(grep -c 'data:image/png' "$c-report/report.html" 2> /dev/null) plots; $(grep -E 'has no plots' "$out/campaign-gpus-merge.txt" | cut -c1-80)"
+fi
+
+if has sanitize; then
+  # compute-sanitizer (CUDA toolkit): memcheck and racecheck on the harness's own kernels (the input generator in
+  # core_device_test, the device reference and comparator in reference_device_test, and the device reference
+  # against the host one through flashcheck), then memcheck over a sample of cases of every production CUDA
+  # kernel. PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes PyTorch allocate each tensor with cudaMalloc: inside its
+  # caching allocator's pooled blocks an out-of-bounds access is invisible to memcheck. Workers are not
+  # isolated (--no-isolate): the tool then sees every launch in one process.
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  san() {  # san LABEL TOOL COMMAND...: one row with the tool's summary line
+    local label=$1 tool=$2; shift 2
+    local log="$out/sanitize-$(echo "$label" | tr ' /' '__').log"
+    "$cs" --tool "$tool" --error-exitcode 99 --print-limit 20 "$@" > "$log" 2>&1; local rc=$?
+    # 99: the tool found errors; 1 is a fuzz run's own verdict (a finding, or coverage a short run missed).
+    case $rc in 0|1) ;; *) status=1 ;; esac
+    row "sanitize $label" "exit $rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error:' "$log" | tail -1)"
+  }
+  for t in core_device_test reference_device_test; do
+    x=$(exe "$t")
+    [ -n "$x" ] || { row "sanitize $t" "FAILED (no executable)"; status=1; continue; }
+    san "memcheck $t" memcheck "$x"
+    san "racecheck $t" racecheck "$x"
+  done
+  san "memcheck device-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 40 --seed 31 --no-isolate --out "$out/sanitize-found"
+  san "racecheck device-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 10 --seed 31 --no-isolate --out "$out/sanitize-found"
+  if [ ${#cuda_kernels[@]} -eq 0 ] && list_json=$(fc list --json 2>/dev/null); then
+    read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
+import json, sys
+print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda"))')
+  fi
+  for k in "${cuda_kernels[@]}"; do
+    san "memcheck $k" memcheck "$flashcheck" fuzz --kernel "$k" --property conformance --cases "${GPU_SANITIZE_CASES:-24}" \
+      --seed 2031 --no-isolate --out "$out/sanitize-found"
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, the plugin and Python
-# kernel checks (ci/plugins.sh), the cross-check of the HF oracle against transformers (tools/hf_crosscheck: its
-# self-test, then the profile/release matrix), the cluster templates (the Kubernetes manifests validated; the SLURM
-# array + merge run on a real one-node cluster, as root), and (where the CUDA toolkit is installed) a compile of
-# the CUDA sources so that GPU code cannot rot on CPU-only CI.
+# ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, a sample of the hostile-input
+# corpus (tools/hostile), the sanitizer lane (ci/asan.sh), the plugin and Python kernel checks (ci/plugins.sh), the
+# cross-check of the HF oracle against transformers (tools/hf_crosscheck: its self-test, then the profile/release
+# matrix), the cluster templates (the Kubernetes manifests validated; the SLURM array + merge run on a real one-node
+# cluster, as root), and (where the CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot
+# rot on CPU-only CI.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -12,6 +13,13 @@ ctest --preset cpu --output-on-failure
 # Kernels from outside: the installed package, an out-of-tree plugin and a Python kernel, each with a
 # broken twin that must be caught.
 bash ci/plugins.sh
+# Hostile input (docs/HARDENING.md): a stratified sample of the corpus, the hostile command lines and fault runs
+# (workers killed mid-replay, a full disk where user namespaces allow a private tmpfs).
+python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null
+python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile --sample 100 --faults 2 \
+  --json build/hostile/result.json
+# The sanitizer lane: ASan + UBSan on the input readers, the worker protocol and one property test.
+bash ci/asan.sh
 # The cross-check's own test (a hand-written export it must accept or reject case by case; about half a minute),
 # then every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md).
 bash tools/hf_crosscheck/run.sh --selftest --quiet

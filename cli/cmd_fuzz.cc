@@ -75,7 +75,9 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
       r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
     } catch (const FuzzAborted& e) {  // the cases judged so far, then the reason
       if (tty) fmt::print(stderr, "\r{:<100}\r", "");
-      if (o.json) std::cout << nlohmann::json::array({to_json(e.report)}).dump(2) << "\n";
+      if (o.json)
+        std::cout << nlohmann::json::array({to_json(e.report)}).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << "\n";
       else print_fuzz_report(e.report);
       fmt::print(stderr, "flashcheck fuzz: stopped: {}\n", e.what());
       return kExitUsage;
@@ -88,7 +90,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     if (o.json) all.push_back(to_json(r));
     else print_fuzz_report(r);
   }
-  if (o.json) std::cout << all.dump(2) << "\n";
+  if (o.json) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return ok ? kExitOk : kExitFailure;
 }
 

@@ -40,7 +40,7 @@ int run_gate(const GateOptions& o) {
   ensure_output_dir(o.out);  // before the run: an unwritable --out is an error now, not after minutes of work
   const GateResult g = flashcheck::run_gate(fixtures, kernels, plan, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   write_gate_files(g, o.out);
-  if (o.json) std::cout << gate_json(g).dump(2) << "\n";
+  if (o.json) std::cout << gate_json(g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << gate_markdown(g);
   return g.ok() ? kExitOk : kExitFailure;
 }

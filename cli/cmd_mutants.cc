@@ -49,7 +49,7 @@ int run_mutants(const MutantsOptions& o) {
     const std::vector<MutantRow> model_rows = run_model_mutants(model_names, mo);
     rows.insert(rows.end(), model_rows.begin(), model_rows.end());
   }
-  if (o.json) std::cout << to_json(rows).dump(2) << "\n";
+  if (o.json) std::cout << to_json(rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << mutant_markdown(rows);
   for (const MutantRow& r : rows)
     if (!r.killed()) return kExitFailure;

@@ -29,7 +29,7 @@ int run_replay(const ReplayOptions& o) {
   iso.timeout_seconds = o.timeout;
   const std::vector<ReplayRecord> records = replay_fixtures(fixtures, kernels, iso);
   if (o.json) {
-    std::cout << replay_json(records).dump(2) << "\n";
+    std::cout << replay_json(records).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const ReplayRecord& r : records) print_replay_line(r);
     print_replay_summary(records);

@@ -50,6 +50,7 @@ json case_to_json(const KernelCase& c) {
         {"poison", c.data.poison},
         {"seed", c.data.seed}}},
   };
+  if (c.slack != Slack{}) j["slack"] = {{"q_rows", c.slack.q_rows}, {"kv_rows", c.slack.kv_rows}};  // absent: no slack
   if (!c.name.empty()) j["name"] = c.name;
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   return j;
@@ -71,7 +72,7 @@ E parse_field(const detail::JsonReader& r, std::string_view key, E fallback, std
 KernelCase case_from_json(const json& j, const std::string& source, const std::string& path) {
   const detail::JsonReader r(j, source, path);
   r.only({"name", "dtype", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "alignment", "window", "softcap",
-          "scale", "layout", "kv", "seqs", "data", "note", "expect"});
+          "scale", "layout", "kv", "seqs", "data", "note", "expect", "slack"});
   KernelCase c;
   c.name = r.string("name", "");
   c.dtype = parse_field<DType>(r, "dtype", DType::kBF16, parse_dtype, "fp16, bf16, fp32");
@@ -115,6 +116,13 @@ KernelCase case_from_json(const json& j, const std::string& source, const std::s
         c.paging.block_table.push_back(std::move(row));
       }
     }
+  }
+
+  if (r.has("slack")) {
+    const detail::JsonReader sl = r.object("slack");
+    sl.only({"q_rows", "kv_rows"});
+    c.slack.q_rows = sl.integer("q_rows", 0);
+    c.slack.kv_rows = sl.integer("kv_rows", 0);
   }
 
   const json& seqs = r.array("seqs");

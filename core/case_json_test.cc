@@ -59,6 +59,15 @@ TEST(CaseJson, RoundTripsEveryField) {
             .poison = false, .seed = 0xFFFFFFFFFFFFull};
   ASSERT_TRUE(validate(c).empty());
   EXPECT_EQ(case_from_json(json::parse(case_to_json(c).dump()), "rt", ""), c);
+  // Slack rows (packed layouts only) round-trip too, and a case without them writes no "slack" field.
+  KernelCase packed;
+  packed.seqs = {{.q_len = 2, .k_len = 3}};
+  EXPECT_FALSE(case_to_json(packed).contains("slack"));
+  packed.slack = {.q_rows = 4, .kv_rows = 1};
+  ASSERT_TRUE(validate(packed).empty());
+  EXPECT_EQ(case_from_json(json::parse(case_to_json(packed).dump()), "rt", ""), packed);
+  c.slack.q_rows = 1;
+  ASSERT_FALSE(validate(c).empty());  // a padded layout has no rows past the last sequence
 }
 
 TEST(CaseJson, MalformedInputNamesFileFieldAndReason) {

@@ -20,7 +20,7 @@ std::string shape_str(const std::vector<std::int64_t>& s) { return fmt::format("
 TensorShapes tensor_shapes(const KernelCase& c) {
   const CaseGeometry g = geometry(c);
   TensorShapes s;
-  s.q = {g.total_q, c.heads, c.head_dim};
+  s.q = {g.q_rows, c.heads, c.head_dim};
   if (c.kv_storage == KvStorage::kPaged) {
     s.k = {g.num_pages, c.paging.page_size, c.kv_heads, c.head_dim};
     s.v = {g.num_pages, c.paging.page_size, c.kv_heads, c.v_head_dim};
@@ -61,7 +61,7 @@ CaseTensors materialize(const KernelCase& c, const ValueSource& src) {
   const TensorShapes shapes = tensor_shapes(c);
   const float poison = c.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
   CaseTensors t;
-  t.q = HostTensor(shapes.q, 0.0f);
+  t.q = HostTensor(shapes.q, poison);  // every row of a sequence is written below; slack rows keep the poison
   t.k = HostTensor(shapes.k, poison);
   t.v = HostTensor(shapes.v, poison);
   if (c.kv_cache) {

@@ -51,7 +51,7 @@ struct TensorShapes {
 TensorShapes tensor_shapes(const KernelCase& c);
 
 // Generates the tensors of a validated case from its data recipe: counter-based values rounded to the
-// dtype; NaN poison in allocated slots outside every sequence when data.poison is set.
+// dtype; NaN poison in allocated slots outside every sequence (slack rows included) when data.poison is set.
 CaseTensors materialize(const KernelCase& c);
 
 // The value of one logical element: tensor (kQ, kK or kV), sequence b, logical position (the query row,

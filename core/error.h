@@ -9,18 +9,29 @@
 
 namespace flashcheck {
 
-// A message fit for a terminal: bytes outside printable ASCII (a hostile file's key, a path with control
-// characters) become '?', and anything past `max` characters is cut.
+// A message fit for a terminal: control characters and bytes that are not UTF-8 (a hostile file's key, a
+// path with escape sequences) become '?', and anything past `max` bytes is cut.
 inline std::string printable(std::string_view s, std::size_t max = 400) {
   std::string out;
   out.reserve(std::min(s.size(), max + 3));
-  for (char ch : s) {
+  for (std::size_t i = 0; i < s.size();) {
     if (out.size() >= max) {
       out += "...";
       break;
     }
-    const auto u = static_cast<unsigned char>(ch);
-    out += (u >= 0x20 && u < 0x7f) ? ch : '?';
+    const auto u = static_cast<unsigned char>(s[i]);
+    // The length of a well-formed UTF-8 sequence starting here (RFC 3629), or 0.
+    std::size_t n = u < 0x80 ? 1 : (u >= 0xC2 && u <= 0xDF) ? 2 : (u >= 0xE0 && u <= 0xEF) ? 3 : (u >= 0xF0 && u <= 0xF4) ? 4 : 0;
+    for (std::size_t k = 1; k < n; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) n = 0;
+    if (n == 1 && (u < 0x20 || u == 0x7f)) n = 0;
+    if (n == 0) {
+      out += '?';
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
   }
   return out;
 }

@@ -47,6 +47,19 @@ std::string tensors_path(const std::string& fixture, const std::string& name) {
   return (folder / rel).string();
 }
 
+void attach_tensors(Fixture& f, const std::string& path);
+
+// The fixture's tensors: any problem with them is reported as the fixture's `tensors` field, naming the
+// tensors file (and the tensor) in the reason.
+void attach_tensors_of(Fixture& f, const std::string& fixture, const std::string& name) {
+  const std::string path = tensors_path(fixture, name);
+  try {
+    attach_tensors(f, path);
+  } catch (const InputError& e) {
+    throw InputError(fixture, "tensors", e.what());
+  }
+}
+
 void attach_tensors(Fixture& f, const std::string& path) {
   // The file can hold no more than the cases' tensors at 8 bytes an element (F64), plus the header.
   std::int64_t max_bytes = limits::kMaxSafetensorsHeaderBytes + 8;
@@ -188,7 +201,7 @@ Fixture fixture_from_text(std::string_view text, const std::string& path) {
   }
   if (r.has("tensors")) {
     f.tensors_file = r.string("tensors");
-    attach_tensors(f, tensors_path(path, f.tensors_file));
+    attach_tensors_of(f, path, f.tensors_file);
   }
   return f;
 }

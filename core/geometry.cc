@@ -31,12 +31,13 @@ CaseGeometry geometry(const KernelCase& c) {
     g.seqs.push_back(sg);
   }
   g.total_q = q;
+  g.q_rows = q + c.slack.q_rows;
   g.total_new = n;
   if (c.kv_storage == KvStorage::kPaged) {
     g.num_pages = pages + c.paging.extra_pages;
     g.kv_rows = g.num_pages * c.paging.page_size;
   } else {
-    g.kv_rows = k;
+    g.kv_rows = k + c.slack.kv_rows;
   }
   return g;
 }

@@ -22,8 +22,9 @@ struct SeqGeometry {
 
 struct CaseGeometry {
   std::vector<SeqGeometry> seqs;
-  std::int64_t total_q = 0;    // rows of packed Q
-  std::int64_t kv_rows = 0;    // rows of K/V storage: packed total, or num_pages * page_size when paged
+  std::int64_t total_q = 0;    // valid rows of packed Q and the output (the sequences')
+  std::int64_t q_rows = 0;     // rows of Q and output storage: total_q, then slack.q_rows rows past the end
+  std::int64_t kv_rows = 0;    // rows of K/V storage: packed total plus slack.kv_rows, or num_pages * page_size when paged
   std::int64_t num_pages = 0;  // paged storage only
   std::int64_t total_new = 0;  // rows of packed K_new/V_new
   std::int64_t max_q = 0;

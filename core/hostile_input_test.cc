@@ -190,7 +190,8 @@ TEST(HostileFiles, TensorsMustBeARegularFileInsideTheFixturesFolder) {
   EXPECT_NE(err("zero.safetensors").find("outside the fixture's folder"), std::string::npos) << err("zero.safetensors");
   EXPECT_NE(err("missing.safetensors").find(p + ": tensors: cannot open \"missing.safetensors\""), std::string::npos);
   fs::create_directories(d.path / "f" / "dir.safetensors");
-  EXPECT_EQ(err("dir.safetensors"), (d.path / "f" / "dir.safetensors").string() + ": not a regular file: it is a folder");
+  EXPECT_EQ(err("dir.safetensors"),
+            p + ": tensors: " + (d.path / "f" / "dir.safetensors").string() + ": not a regular file: it is a folder");
 }
 
 std::string safetensors_bytes(const std::string& header, std::size_t payload) {
@@ -244,6 +245,7 @@ TEST(HostileOutput, WritesAreAtomicCheckedAndKeepWhatExists) {
 
 TEST(HostileOutput, MessagesArePrintable) {
   EXPECT_EQ(InputError("a\x1b[31m", "k\xff", "r\n").what(), std::string("a?[31m: k?: r?"));
+  EXPECT_EQ(InputError("f", "\xc3\xa9t\xc3\xa9", "\xe2\x82").what(), std::string("f: \xc3\xa9t\xc3\xa9: ??"));  // UTF-8 stays
 }
 
 }  // namespace

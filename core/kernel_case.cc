@@ -68,7 +68,7 @@ double KernelCase::softmax_scale() const {
 std::int64_t case_bytes(const KernelCase& c) {
   // Elements of every tensor the harness holds for the case, computed without wrapping (core/checked.h):
   // Q and the output rows, K/V storage (packed rows, or the whole page pool), the cache's new tokens.
-  std::int64_t total_q = 0, kv_rows = 0, total_new = 0, pages = 0;
+  std::int64_t total_q = c.slack.q_rows, kv_rows = c.slack.kv_rows, total_new = 0, pages = 0;
   for (const Sequence& s : c.seqs) {
     total_q = size_add(total_q, s.q_len);
     kv_rows = size_add(kv_rows, s.k_len);
@@ -135,6 +135,12 @@ std::vector<FieldError> validate(const KernelCase& c) {
     if (v < 0) fail(field, fmt::format("negative length {}", v));
     else if (v > kMaxLength) fail(field, fmt::format("length {} exceeds 2^32 - 1", v));
   };
+  length("slack.q_rows", c.slack.q_rows);
+  length("slack.kv_rows", c.slack.kv_rows);
+  if (c.slack.q_rows > 0 && c.layout != QLayout::kVarlen)
+    fail("slack.q_rows", fmt::format("rows past the last sequence need the packed varlen layout, not {}", to_string(c.layout)));
+  if (c.slack.kv_rows > 0 && c.kv_storage != KvStorage::kPacked)
+    fail("slack.kv_rows", "rows past the last sequence need packed K/V (paged storage has extra_pages)");
   for (std::size_t b = 0; b < c.seqs.size(); ++b) {
     const Sequence& s = c.seqs[b];
     const std::string at = fmt::format("seqs[{}]", b);
@@ -232,6 +238,7 @@ std::string summary(const KernelCase& c) {
   if (c.kv_cache) out += " cache";
   if (c.layout != QLayout::kVarlen) out += fmt::format(" {}", to_string(c.layout));
   if (c.kv_strides != KvStrides::kContiguous) out += fmt::format(" kv-{}", to_string(c.kv_strides));
+  if (c.slack != Slack{}) out += fmt::format(" slack(q{},kv{})", c.slack.q_rows, c.slack.kv_rows);
   return out + " L[" + lens + "]";
 }
 

@@ -72,6 +72,18 @@ struct Paging {
 };
 
 
+// Rows past the last sequence's end in the packed buffers, as a caller's oversized buffers leave them (a
+// static-shape unpad, a reused workspace): Q and the output get q_rows more rows, packed K/V kv_rows more.
+// They hold NaN poison: a kernel must not read them, and is not expected to write the output's
+// (flash-attention#1228, pytorch#176793). Packed layouts only (paged storage has extra_pages).
+struct Slack {
+  std::int64_t q_rows = 0;
+  std::int64_t kv_rows = 0;
+#if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
+  bool operator==(const Slack&) const = default;
+#endif
+};
+
 struct KernelCase {
   std::string name;
   std::vector<Sequence> seqs;  // batch = seqs.size()
@@ -90,6 +102,7 @@ struct KernelCase {
   KvStorage kv_storage = KvStorage::kPacked;
   Paging paging;
   KvStrides kv_strides = KvStrides::kContiguous;
+  Slack slack;
   DataRecipe data;
 
 #if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17

@@ -43,6 +43,7 @@ ContractCheck check_contract(const Contract& k, const KernelCase& c) {
   if (c.kv_cache) need(k.kv_cache, "KV cache with appended tokens");
   if (zero) need(k.zero_length, "zero-length sequences (q_len == 0 or no keys)");
   if (c.v_head_dim != c.head_dim) need(k.dv_differs, "v_head_dim != head_dim");
+  if (c.slack != Slack{}) need(k.slack, "buffers with rows past the last sequence (slack)");
   if (!r.supported) {
     r.reason = "does not support " + r.reason;
     return r;

@@ -30,6 +30,7 @@ struct Contract {
   Support kv_cache = Support::kNo;
   Support zero_length = Support::kNo;  // q_len == 0 or no key (Lk == 0) in some sequence
   Support dv_differs = Support::kNo;   // v_head_dim != head_dim
+  Support slack = Support::kNo;        // packed buffers longer than the sequences (KernelCase::slack)
 
   std::vector<DType> dtypes;
   std::int64_t max_head_dim = 256;

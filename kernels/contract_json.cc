@@ -21,8 +21,8 @@ std::string_view support_name(Support s) {
 }
 
 // The feature fields, in the order `list` prints them.
-const std::array<std::pair<const char*, Support Contract::*>, 12>& feature_fields() {
-  static const std::array<std::pair<const char*, Support Contract::*>, 12> f{{
+const std::array<std::pair<const char*, Support Contract::*>, 13>& feature_fields() {
+  static const std::array<std::pair<const char*, Support Contract::*>, 13> f{{
       {"bottom_right", &Contract::bottom_right},
       {"top_left", &Contract::top_left},
       {"window", &Contract::window},
@@ -35,6 +35,7 @@ const std::array<std::pair<const char*, Support Contract::*>, 12>& feature_field
       {"kv_cache", &Contract::kv_cache},
       {"zero_length", &Contract::zero_length},
       {"dv_differs", &Contract::dv_differs},
+      {"slack", &Contract::slack},
   }};
   return f;
 }

@@ -1,8 +1,10 @@
 #include "kernels/device_errors.h"
 
 #include <cstdio>
-#include <fstream>
+#include <exception>
 #include <unistd.h>
+
+#include "core/files.h"
 
 namespace flashcheck {
 namespace {
@@ -21,7 +23,12 @@ void exit_on_sticky_error(const Kernel& k) {
   const std::string why = k.sticky_error();
   if (why.empty()) return;
   std::fprintf(stderr, "flashcheck: %s in %s; exiting this worker\n", why.c_str(), std::string(k.name()).c_str());
-  if (!note_path().empty()) std::ofstream(note_path(), std::ios::trunc) << why << "\n";
+  if (!note_path().empty()) {
+    try {
+      write_file_atomic(note_path(), why + "\n", Overwrite::kReplace, /*durable=*/false);
+    } catch (const std::exception&) {  // the worker's stderr still has the message
+    }
+  }
   std::fflush(nullptr);
   ::_exit(kStickyDeviceErrorExit);
 }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/geometry.h"
+
 namespace flashcheck {
 namespace {
 
@@ -50,6 +52,10 @@ std::int64_t OutputBuffer::canary_damage() const {
     }
   }
   return n;
+}
+
+OutputBuffer output_buffer_for(const KernelCase& c, const CaseGeometry& g) {
+  return OutputBuffer(g.q_rows * c.heads * c.v_head_dim, g.q_rows * c.heads, canary_margin(c));
 }
 
 bool OutputBuffer::unwritten(float x) { return bits_of(x) == kUnwrittenBits; }

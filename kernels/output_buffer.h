@@ -14,6 +14,12 @@ namespace flashcheck {
 // classic overrun -- one row too many -- lands in the canaries instead of the heap.
 inline std::int64_t canary_margin(const KernelCase& c) { return c.heads * c.v_head_dim + 64; }
 
+class OutputBuffer;
+struct CaseGeometry;
+// The buffer of a case: rows for the whole output storage (slack rows included: a kernel may leave them
+// or write them; only the sequences' rows are compared) and canary margins past both ends.
+OutputBuffer output_buffer_for(const KernelCase& c, const CaseGeometry& g);
+
 class OutputBuffer {
  public:
   // Output (total_q, H, dv) and LSE (total_q, H), each with `margin` canary elements on both sides.

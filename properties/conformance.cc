@@ -39,7 +39,7 @@ Verdict check_conformance(Kernel& k, const KernelCase& c, const CaseTensors& t, 
   }
 #endif
   const CaseGeometry g = geometry(c);
-  OutputBuffer out(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
+  OutputBuffer out = output_buffer_for(c, g);
   try {
     k.run(c, t, out);
   } catch (const std::exception& e) {

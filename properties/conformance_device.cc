@@ -66,7 +66,8 @@ Verdict check_conformance_device(Kernel& k, const KernelCase& c, const CaseTenso
   std::optional<device::DeviceOutput> out_buf;
   {
     const Stage s("output");
-    out_buf.emplace(g.total_q * c.heads * c.v_head_dim, g.total_q * c.heads, canary_margin(c));
+    // As the host buffer (output_buffer_for): slack rows belong to the kernel, canaries lie past them.
+    out_buf.emplace(g.q_rows * c.heads * c.v_head_dim, g.q_rows * c.heads, canary_margin(c));
   }
   device::DeviceOutput& out = *out_buf;
   try {

@@ -2,7 +2,10 @@
 // diagonal: the #466 shape must fail it with a clear verdict.
 #include "properties/conformance.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
+
+#include "core/geometry.h"
 
 #include "kernels/kernel.h"
 
@@ -71,6 +74,29 @@ TEST(Conformance, TopLeftMutantFailsThe466ShapeWithAClearVerdict) {
 TEST(Conformance, NoMaskNoDifferenceForTheMutant) {
   KernelCase c = causal_case(4, 4, Alignment::kBottomRight);  // square: both alignments coincide
   EXPECT_EQ(check("mutant-top-left-causal", c).kind, VerdictKind::kPass);
+}
+
+// Buffers longer than the sequences (issue 15): NaN-poisoned rows past the last sequence in Q, the output
+// and K/V change nothing for a kernel that stays inside cu_seqlens, and its output's slack rows are not
+// required; a kernel whose last sequence runs to the end of the K buffer reads the poison and fails, on
+// exactly the cases with slack.
+TEST(Conformance, SlackRowsChangeNothingAndCatchAReadPastTheEnd) {
+  KernelCase c = causal_case(5, 9, Alignment::kBottomRight, DType::kF16);
+  c.seqs.push_back({.q_len = 3, .k_len = 4});
+  const CaseGeometry g = geometry(c);
+  KernelCase slack = c;
+  slack.slack = {.q_rows = 3, .kv_rows = 7};
+  const CaseTensors t = materialize(slack);
+  ASSERT_EQ(t.q.shape[0], g.total_q + 3);
+  ASSERT_EQ(t.k.shape[0], g.kv_rows + 7);
+  EXPECT_TRUE(std::isnan(t.q.data.back()));
+  EXPECT_TRUE(std::isnan(t.k.data.back()));
+  EXPECT_EQ(check("tiled-cpu", slack).kind, VerdictKind::kPass) << describe(check("tiled-cpu", slack));
+  EXPECT_EQ(check("mutant-read-past-end", c).kind, VerdictKind::kPass);
+  const Verdict v = check("mutant-read-past-end", slack);
+  EXPECT_EQ(v.kind, VerdictKind::kFail) << describe(v);
+  // Kernels whose API takes only what the sequences need say so.
+  EXPECT_EQ(check("sdpa-math-cpu", slack).kind, VerdictKind::kUnsupported);
 }
 
 TEST(Conformance, KernelErrorsBecomeErrorVerdicts) {

@@ -56,6 +56,7 @@ std::vector<std::string> classify(const KernelCase& c) {
   if (t65) f.push_back("tile64+1");
   if (mod32) f.push_back("len=1mod32");
   if (c.data.v_onehot) f.push_back("onehot-v");
+  if (c.slack != Slack{}) f.push_back("slack");
   return f;
 }
 
@@ -80,6 +81,7 @@ std::vector<std::string> required_coverage(const Contract& k, const CaseRequirem
   if (!req.chunkable) r.push_back("decode");  // chunked prefill needs at least two new tokens
   if (on(k.seqused_k) && !req.chunkable) r.push_back("seqused-k");
   if (on(k.leftpad)) r.push_back("leftpad");
+  if (on(k.slack)) r.push_back("slack");
   r.insert(r.end(), {"tile64-1", "tile64+0", "tile64+1", "len=1mod32"});
   for (KvStrides s : k.kv_strides)
     if (s != KvStrides::kContiguous) r.push_back(std::string("kv-") + std::string(to_string(s)));

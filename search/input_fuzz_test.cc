@@ -34,6 +34,7 @@ const std::vector<std::string>& seeds() {
       R"({"schema": "flashcheck.fixture/1", "cases": [{"dtype": "fp16", "heads": 2, "head_dim": 8, "kv": {"cache": true,
           "table_seed": 9, "storage": "paged", "page_size": 3}, "seqs": [{"q_len": 2, "k_len": 6, "cache_len": 3,
           "new_len": 2, "leftpad_k": 1}]}, {"dtype": "fp32", "heads": 1, "head_dim": 4, "kv": {"strides": "gapped"},
+          "slack": {"q_rows": 3, "kv_rows": 2},
           "seqs": [{"q_len": 2, "k_len": 5, "seqused_k": 4}, {"q_len": 0, "k_len": 0}]}]})",
       R"({"schema": "flashcheck.fixture/1", "property": "integration", "profiles": ["hf-main"], "model_cases": [{
           "dtype": "bf16", "batch": 2, "q_len": 3, "past": 2, "heads": 4, "kv_heads": 2, "head_dim": 16,

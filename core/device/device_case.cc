@@ -12,7 +12,7 @@ namespace {
 
 std::vector<std::int64_t> shape_of(const KernelCase& c, const CaseGeometry& g, TensorId t, bool is_new) {
   const std::int64_t dim = t == TensorId::kV ? c.v_head_dim : c.head_dim;
-  if (t == TensorId::kQ) return {g.total_q, c.heads, c.head_dim};
+  if (t == TensorId::kQ) return {g.q_rows, c.heads, c.head_dim};
   if (is_new) return {g.total_new, c.kv_heads, dim};
   if (c.kv_storage == KvStorage::kPaged) return {g.num_pages, c.paging.page_size, c.kv_heads, dim};
   return {g.kv_rows, c.kv_heads, dim};
@@ -113,7 +113,7 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
                        static_cast<std::uint32_t>(heads), static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot);
     return dst;
   };
-  in_.q = make("q", TensorId::kQ, false, st.q_rows, st.n_q, 0.0f);
+  in_.q = make("q", TensorId::kQ, false, st.q_rows, st.n_q, poison);  // slack rows keep the poison
   in_.k = make("k", TensorId::kK, false, st.k_rows, st.n_k, poison);
   in_.v = make("v", TensorId::kV, false, st.k_rows, st.n_k, poison);
   if (c_.kv_cache) {

@@ -39,8 +39,10 @@ KvStorageCopy prepare_kv(const KernelCase& c, const CaseTensors& in, const Flash
   const std::int64_t hsk = d + (gapped ? 3 : 0), hsv = dv + (gapped ? 3 : 0);
   const std::int64_t rsk = Hk * hsk + (gapped ? 5 : 0), rsv = Hk * hsv + (gapped ? 5 : 0);
   KvStorageCopy s;
-  s.k.assign(static_cast<std::size_t>(rows * rsk), std::numeric_limits<float>::quiet_NaN());
-  s.v.assign(static_cast<std::size_t>(rows * rsv), std::numeric_limits<float>::quiet_NaN());
+  // One guard row of NaN past the storage: a mutant whose defect reads a row too far (the off-by-one of
+  // cu_seqlens_k) reads poison there, as a GPU kernel reads whatever follows its buffer, instead of the heap.
+  s.k.assign(static_cast<std::size_t>((rows + 1) * rsk), std::numeric_limits<float>::quiet_NaN());
+  s.v.assign(static_cast<std::size_t>((rows + 1) * rsv), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t h = 0; h < Hk; ++h) {
       std::copy_n(in.k.data.data() + (r * Hk + h) * d, d, s.k.begin() + r * rsk + h * hsk);
@@ -84,7 +86,7 @@ Contract TiledCpuKernel::tiled_contract(const TiledConfig& cfg) {
   k.bottom_right = Support::kNative;
   k.top_left = Support::kNo;  // flash-attn >= 2.1 has no top-left option (flash-attention#951)
   k.window = k.softcap = k.gqa = k.varlen = k.seqused_k = k.leftpad = k.paged = k.kv_cache = k.zero_length =
-      k.dv_differs = Support::kNative;
+      k.dv_differs = k.slack = Support::kNative;
   k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
   k.max_head_dim = 512;
   k.kv_strides = {KvStrides::kContiguous, KvStrides::kGapped, KvStrides::kExpanded};
@@ -128,6 +130,10 @@ void TiledCpuKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffe
     if (!a.cache_seqlens.empty()) kv_end = a.cache_seqlens[b] + (a.cu_seqlens_k_new[b + 1] - a.cu_seqlens_k_new[b]);
     else if (!a.seqused_k.empty() && !f.ignore_seqused_k) kv_end = a.seqused_k[b];
     else kv_end = a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b];
+    // The fault: the last sequence's keys run to the end of the K buffer, its length taken from the buffer's
+    // rows instead of cu_seqlens_k (harmless until the buffer is longer than the sequences).
+    if (f.read_past_end && b == a.batch - 1 && a.page_size == 0 && a.cache_seqlens.empty() && a.seqused_k.empty())
+      kv_end = in.k.numel() / (c.kv_heads * c.head_dim) - a.cu_seqlens_k[b];
     const std::int64_t p0 = (!a.leftpad_k.empty() && !f.ignore_leftpad) ? a.leftpad_k[b] : 0;
     const std::int64_t lk = std::max<std::int64_t>(kv_end - p0, 0);
     const std::int64_t off = f.top_left_causal ? 0 : lk - lq;

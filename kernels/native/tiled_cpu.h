@@ -40,6 +40,7 @@ struct TiledFaults {
   bool skip_last_row = false;           // the last query row of every sequence is never written
   bool nondeterministic_order = false;  // key tiles visited in an order that changes between runs
   bool segfault_tile_overrun = false;   // dies with SIGSEGV when a key length is one past a whole 32-key tile
+  bool read_past_end = false;           // the last sequence's keys run to the end of the K buffer
 };
 
 }  // namespace detail

@@ -80,6 +80,7 @@ Contract flash_contract(bool varlen) {
                      : "aten::_flash_attention_forward, dense (B, S, H, d) mode, vendored FlashAttention-2";
   k.bottom_right = k.window = k.gqa = Support::kNative;
   k.varlen = k.seqused_k = k.zero_length = varlen ? Support::kNative : Support::kNo;
+  k.slack = varlen ? Support::kNative : Support::kNo;  // q, k, v may be longer than cu_seqlens[-1]
   k.dtypes = {DType::kF16, DType::kBF16};
   k.max_head_dim = 256;
   k.head_dim_multiple = 8;
@@ -154,6 +155,7 @@ Contract efficient_contract(bool varlen) {
   // seqlen_k is read only together with cu_seqlens_k: a dense call silently ignores it
   // (fixtures/found/efficient-dense-seqlen-k-ignored.json).
   k.seqused_k = varlen ? Support::kNative : Support::kNo;
+  k.slack = varlen ? Support::kNative : Support::kNo;  // packed q, k, v may be longer than cu_seqlens[-1]
   k.dv_differs = Support::kNative;
   k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
   k.max_head_dim = 256;

@@ -15,7 +15,7 @@ at::Tensor view(const float* p, const std::vector<std::int64_t>& sizes) {
 
 at::Tensor packed_q(const device::DeviceCase& dc) {
   const KernelCase& c = dc.kcase();
-  return view(dc.inputs().q, {dc.geometry().total_q, c.heads, c.head_dim}).to(torch_bridge::scalar_type(c.dtype));
+  return view(dc.inputs().q, {dc.geometry().q_rows, c.heads, c.head_dim}).to(torch_bridge::scalar_type(c.dtype));
 }
 
 at::Tensor packed_kv(const device::DeviceCase& dc, bool value) {
