@@ -11,6 +11,9 @@
 #                              campaign-gpus (default: all), and sanitize (not in the default: compute-sanitizer over
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
+#   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
+#   once; GPU_FALSE_ALARM_CASES, default 10^6) and flex-campaign (FlexAttention at volume: GPU_FLEX_SECONDS per
+#   run, GPU_FLEX_DTYPE and GPU_FLEX_HEAD_DIM narrow the configurations it compiles).
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
@@ -257,6 +260,62 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
       --seed 2031 --no-isolate --out "$out/sanitize-found"
   done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
+fi
+
+if has false-alarms; then
+  # Correct kernels held to the gate's rule at volume; every finding is a false alarm to analyse (issue 15).
+  start=$(date +%s)
+  python3 tools/false_alarms.py --total "${GPU_FALSE_ALARM_CASES:-1000000}" --kernels all --jobs "$(nproc)" --chunk 25000 \
+    --flashcheck "$flashcheck" --out "$out/false-alarms" > "$out/false-alarms.log" 2>&1 || status=1
+  row "false alarms (all kernels)" "$(head -1 "$out/false-alarms/summary.txt" 2> /dev/null) ($(( $(date +%s) - start )) s)"
+  cp "$out/false-alarms/summary.txt" "$out/false-alarms-summary.txt" 2> /dev/null
+fi
+
+if has flex-campaign; then
+  # FlexAttention at volume (issue 11). Compilation bounds its rate, so the run is narrowed to the configurations
+  # a model uses (GPU_FLEX_DTYPE, GPU_FLEX_HEAD_DIM): a warm-up compiles them once into the on-disk caches of
+  # Inductor and Triton, then one run per property and one at realistic sizes go in parallel, each worker loading
+  # the compiled kernels from those caches. The compile time is reported apart.
+  k=py:flashcheck_kernels.flex_attention:attention
+  t=${GPU_FLEX_SECONDS:-120}
+  narrow=(--dtype "${GPU_FLEX_DTYPE:-bf16}" --head-dim "${GPU_FLEX_HEAD_DIM:-128}")
+  start=$(date +%s)
+  fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases 64 --timeout 600 --seed 2040 --out "$out/flex-found" \
+    --json > "$out/flex-warmup.json" 2> "$out/flex-warmup.err"
+  row "flex warm-up (compiles)" "$(( $(date +%s) - start )) s"
+  # The kernel-level properties; those that cannot run on this kernel report "not applicable" at once.
+  props="conformance determinism gqa-repeat varlen-padded paged-contiguous batch-permutation padding-invariance chunked-prefill robustness"
+  pids=()
+  for p in $props; do
+    fc fuzz --kernel "$k" --property "$p" "${narrow[@]}" --time "$t" --timeout 300 --seed 2041 --out "$out/flex-found" \
+      --json > "$out/flex-$p.json" 2> "$out/flex-$p.err" &
+    pids+=($!)
+  done
+  for s in 1 2 3 4; do
+    fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --time "$t" --timeout 300 --max-len 4096 --max-heads 32 \
+      --work-budget 3e10 --seed $((2050 + s)) --out "$out/flex-found" --json > "$out/flex-large-$s.json" 2> "$out/flex-large-$s.err" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  python3 - "$out" > "$out/flex-summary.txt" <<'PY'
+import glob, json, os, sys
+rows, total = {}, 0
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "flex-*.json"))):
+    try:
+        reports = json.load(open(f))
+    except ValueError:
+        print(os.path.basename(f), "no report:", open(f[:-5] + ".err").read()[-300:].replace("\n", " ")); continue
+    for r in reports:
+        if r["not_applicable"]:
+            continue
+        total += r["cases"]
+        print(f"{os.path.basename(f)}: {r['property']}: {r['cases']} cases, {r['failures']} failing, "
+              f"{len(r['findings'])} findings, worst err/bound {r['worst_bound_use']:.2f}, missing {r['coverage_missing']}")
+        for x in r["findings"]:
+            print("   ", x["verdict"]["verdict"], x["verdict"]["reason"][:200], x.get("fixture", ""))
+print("total", total, "cases")
+PY
+  row "flex campaign" "$(tail -1 "$out/flex-summary.txt"), $(grep -c '^    ' "$out/flex-summary.txt") findings ($(( $(date +%s) - start )) s)"
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

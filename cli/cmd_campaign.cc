@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "search/campaign.h"
+#include "search/case_gen.h"
 #include "search/coverage.h"
 
 namespace flashcheck::cli {
@@ -82,8 +83,8 @@ int run_campaign_command(const CampaignCommandOptions& o) {
   for (Kernel* k : kernels)
     for (const Property* p : props) {
       units.emplace_back(k, p);
-      spec.units.push_back({std::string(k->name()), p->label(), not_applicable_reason(*k, *p),
-                            required_coverage(*p, *k, kModelCoverageMinCases),
+      spec.units.push_back({std::string(k->name()), p->label(), not_applicable_reason(*k, *p, spec.limits),
+                            required_coverage(*p, run_contract(*k, spec.limits), kModelCoverageMinCases),
                             p->level() == CaseLevel::kModel ? kModelCoverageMinCases : 0});
     }
 

@@ -43,6 +43,8 @@ struct CaseSizeOptions {
   std::int64_t max_batch = 4;
   std::int64_t max_heads = 16;
   double work_budget = 3e6;
+  std::vector<std::string> dtypes;      // --dtype: narrow the kernel's contract (empty: all its dtypes)
+  std::vector<std::int64_t> head_dims;  // --head-dim: likewise
 };
 void apply_case_sizes(const CaseSizeOptions& s, int& max_size, GenLimits& limits, ModelGenLimits& model_limits);
 

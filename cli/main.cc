@@ -19,6 +19,11 @@ void add_case_size_options(CLI::App* cmd, flashcheck::cli::CaseSizeOptions& s) {
   cmd->add_option("--max-heads", s.max_heads, "Most query heads per case")->capture_default_str();
   cmd->add_option("--work-budget", s.work_budget, "Ceiling of sum(Lq * Lk * H * (d + dv)) per case; lengths shrink to fit it")
       ->capture_default_str();
+  cmd->add_option("--dtype", s.dtypes, "Only these dtypes of the kernel's contract (repeatable)")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
+  cmd->add_option("--head-dim", s.head_dims,
+                  "Only these head dims (repeatable): e.g. the ones a JIT-compiled kernel should compile")
+      ->check(CLI::Range(1, 1024));
 }
 
 }  // namespace

@@ -86,6 +86,9 @@ void apply_case_sizes(const CaseSizeOptions& s, int& max_size, GenLimits& limits
   limits.max_batch = s.max_batch;
   limits.max_heads = s.max_heads;
   limits.work_budget = s.work_budget;
+  limits.dtypes.clear();
+  for (const std::string& name : s.dtypes) limits.dtypes.push_back(*parse_dtype(name));  // names checked by CLI11
+  limits.head_dims = s.head_dims;
   model_limits.max_batch = std::min<std::int64_t>(s.max_batch, model_limits.max_batch);
   model_limits.max_heads = s.max_heads;
 }

@@ -60,6 +60,8 @@ ContractCheck check_contract(const Contract& k, const KernelCase& c) {
     if (d > k.max_head_dim) return fail(fmt::format("head dim {} exceeds the maximum {}", d, k.max_head_dim));
     if (d % k.head_dim_multiple != 0)
       return fail(fmt::format("head dim {} is not a multiple of {}", d, k.head_dim_multiple));
+    if (!k.head_dims.empty() && std::find(k.head_dims.begin(), k.head_dims.end(), d) == k.head_dims.end())
+      return fail(fmt::format("head dim {} is not one of the kernel's head dims", d));
   }
   if (c.kv_storage == KvStorage::kPaged && c.paging.page_size % k.page_size_multiple != 0)
     return fail(fmt::format("page size {} is not a multiple of {}", c.paging.page_size, k.page_size_multiple));
@@ -68,6 +70,23 @@ ContractCheck check_contract(const Contract& k, const KernelCase& c) {
   if (std::find(k.kv_strides.begin(), k.kv_strides.end(), c.kv_strides) == k.kv_strides.end())
     return fail(fmt::format("does not support {} K/V strides", to_string(c.kv_strides)));
   return r;
+}
+
+Contract narrowed(const Contract& k, const std::vector<DType>& dtypes, const std::vector<std::int64_t>& head_dims) {
+  Contract n = k;
+  if (!dtypes.empty()) {
+    n.dtypes.clear();
+    for (DType t : k.dtypes)
+      if (std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end()) n.dtypes.push_back(t);
+  }
+  if (!head_dims.empty()) {
+    n.head_dims.clear();
+    for (std::int64_t d : head_dims) {
+      const bool listed = k.head_dims.empty() || std::find(k.head_dims.begin(), k.head_dims.end(), d) != k.head_dims.end();
+      if (listed && d >= 1 && d <= k.max_head_dim && d % k.head_dim_multiple == 0) n.head_dims.push_back(d);
+    }
+  }
+  return n;
 }
 
 }  // namespace flashcheck

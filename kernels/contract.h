@@ -35,6 +35,9 @@ struct Contract {
   std::vector<DType> dtypes;
   std::int64_t max_head_dim = 256;
   std::int64_t head_dim_multiple = 1;
+  // When not empty, the only head dims (of q/k and of v) the kernel takes, e.g. a kernel compiled for 64, 128
+  // and 256; the two rules above still apply.
+  std::vector<std::int64_t> head_dims;
   std::int64_t page_size_multiple = 1;
   std::vector<QLayout> layouts{QLayout::kVarlen};
   std::vector<KvStrides> kv_strides{KvStrides::kContiguous};
@@ -51,6 +54,12 @@ struct Contract {
   // How each translated feature is translated, and any other caveat worth printing with `list`.
   std::vector<std::string> notes;
 };
+
+// The contract restricted to `dtypes` and `head_dims` (each: empty keeps all): a run narrowed by
+// `fuzz --dtype/--head-dim` to the configurations a user cares about, or that a JIT-compiled kernel can
+// afford to compile. The caller checks that something is left
+// (search/case_gen.h narrowing_unmet).
+Contract narrowed(const Contract& k, const std::vector<DType>& dtypes, const std::vector<std::int64_t>& head_dims);
 
 struct ContractCheck {
   bool supported = true;

@@ -116,6 +116,7 @@ json kernel_json(const Kernel& k) {
       {"dtypes", dtypes},
       {"max_head_dim", c.max_head_dim},
       {"head_dim_multiple", c.head_dim_multiple},
+      {"head_dims", c.head_dims},
       {"page_size_multiple", c.page_size_multiple},
       {"layouts", layouts},
       {"kv_strides", strides},
@@ -155,6 +156,15 @@ Contract contract_from_json(const json& j, const std::string& source) {
   if (c.dtypes.empty()) r.fail("dtypes", "must name at least one dtype");
   c.max_head_dim = r.integer("max_head_dim", c.max_head_dim, 1, 1024);
   c.head_dim_multiple = r.integer("head_dim_multiple", c.head_dim_multiple, 1, 1024);
+  if (r.has("head_dims")) {
+    const json& dims = r.at("head_dims");
+    if (!dims.is_array()) r.fail("head_dims", "must be an array of head dims (whole numbers 1..1024)");
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (!dims[i].is_number_integer() || dims[i].get<std::int64_t>() < 1 || dims[i].get<std::int64_t>() > 1024)
+        r.fail(fmt::format("head_dims[{}]", i), "must be a whole number in [1, 1024]");
+      c.head_dims.push_back(dims[i].get<std::int64_t>());
+    }
+  }
   c.page_size_multiple = r.integer("page_size_multiple", c.page_size_multiple, 1, 1 << 20);
   if (r.has("layouts")) c.layouts = r.names<QLayout>("layouts", parse_layout, "layout");
   if (r.has("kv_strides")) c.kv_strides = r.names<KvStrides>("kv_strides", parse_kv_strides, "K/V stride kind");

@@ -54,6 +54,11 @@ TEST(ContractJson, ErrorsNameTheSourceTheFieldAndTheReason) {
   EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"max_head_dim", -3}}), "lib.so: max_head_dim: -3 is outside [1, 1024]");
   EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"returns_lse", "yes"}}), "lib.so: returns_lse: must be true or false");
   EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"empty_row", "zeros"}}), "lib.so: empty_row: must be \"zero\", \"nan\" or \"uniform\"");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"head_dims", 128}}),
+            "lib.so: head_dims: must be an array of head dims (whole numbers 1..1024)");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"head_dims", {64, 0}}}), "lib.so: head_dims[1]: must be a whole number in [1, 1024]");
+  EXPECT_EQ(contract_from_json({{"dtypes", {"bf16"}}, {"head_dims", {64, 128}}}, "x").head_dims,
+            (std::vector<std::int64_t>{64, 128}));
   EXPECT_NE(error_of(nlohmann::json::array()), "");
 }
 

@@ -5,6 +5,34 @@
 namespace flashcheck {
 namespace {
 
+TEST(Contract, NarrowingKeepsOnlyWhatTheKernelTakes) {
+  Contract k;
+  k.dtypes = {DType::kBF16, DType::kF16};
+  k.max_head_dim = 128;
+  k.head_dim_multiple = 16;
+  const Contract n = narrowed(k, {DType::kF32, DType::kBF16}, {64, 72, 256, 128});
+  EXPECT_EQ(n.dtypes, std::vector<DType>{DType::kBF16});
+  EXPECT_EQ(n.head_dims, (std::vector<std::int64_t>{64, 128}));  // 72: not a multiple of 16; 256: too large
+  EXPECT_TRUE(narrowed(k, {DType::kF32}, {}).dtypes.empty());
+  EXPECT_TRUE(narrowed(k, {}, {72}).head_dims.empty());
+  EXPECT_EQ(narrowed(k, {}, {}).dtypes, k.dtypes);  // nothing asked: the contract as it is
+}
+
+TEST(Contract, ListedHeadDimsAreTheOnlyOnesTaken) {
+  Contract k;
+  k.dtypes = {DType::kBF16};
+  k.head_dims = {64, 128};
+  KernelCase c;
+  c.dtype = DType::kBF16;
+  c.seqs = {{.q_len = 4, .k_len = 4}};
+  c.head_dim = c.v_head_dim = 128;
+  EXPECT_TRUE(check_contract(k, c).supported);
+  c.head_dim = c.v_head_dim = 96;
+  const ContractCheck r = check_contract(k, c);
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("head dim 96 is not one of the kernel's head dims"), std::string::npos) << r.reason;
+}
+
 Contract bottom_right_only() {
   Contract k;
   k.bottom_right = Support::kNative;

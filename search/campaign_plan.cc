@@ -10,7 +10,7 @@ namespace flashcheck {
 namespace {
 
 nlohmann::json limits_json(const CampaignSpec& s) {
-  return {{"max_size", s.max_size},
+  nlohmann::json j{{"max_size", s.max_size},
           {"max_len", s.limits.max_len},
           {"max_batch", s.limits.max_batch},
           {"max_heads", s.limits.max_heads},
@@ -19,6 +19,14 @@ nlohmann::json limits_json(const CampaignSpec& s) {
           {"model_max_q_len", s.model_limits.max_q_len},
           {"model_max_past", s.model_limits.max_past},
           {"model_max_heads", s.model_limits.max_heads}};
+  // Only when narrowed, so that the identity of an unnarrowed campaign is what it always was.
+  if (!s.limits.dtypes.empty()) {
+    std::vector<std::string> names;
+    for (DType t : s.limits.dtypes) names.emplace_back(to_string(t));
+    j["dtypes"] = names;
+  }
+  if (!s.limits.head_dims.empty()) j["head_dims"] = s.limits.head_dims;
+  return j;
 }
 
 }  // namespace
@@ -114,7 +122,14 @@ CampaignSpec campaign_spec_from_json(const nlohmann::json& j, const std::string&
     field = "limits";
     const nlohmann::json& l = j.at("limits");
     s.max_size = l.at("max_size");
-    s.limits = {l.at("max_len"), l.at("max_batch"), l.at("max_heads"), l.at("work_budget")};
+    s.limits = {l.at("max_len"), l.at("max_batch"), l.at("max_heads"), l.at("work_budget"), {}, {}};
+    if (l.contains("dtypes"))
+      for (const std::string& name : l.at("dtypes").get<std::vector<std::string>>()) {
+        const std::optional<DType> t = parse_dtype(name);
+        if (!t) throw std::runtime_error(fmt::format("{}: limits.dtypes: unknown dtype '{}'", where, name));
+        s.limits.dtypes.push_back(*t);
+      }
+    if (l.contains("head_dims")) s.limits.head_dims = l.at("head_dims").get<std::vector<std::int64_t>>();
     s.model_limits = {l.at("model_max_batch"), l.at("model_max_q_len"), l.at("model_max_past"), l.at("model_max_heads")};
     field = "shrink_attempts";
     s.shrink.attempts = j.at("shrink_attempts");

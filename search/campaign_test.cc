@@ -41,7 +41,7 @@ CampaignSpec spec_for(const std::vector<std::pair<Kernel*, const Property*>>& un
   s.limits.max_len = 80;  // short sequences: quick cases
   s.shard = shard;
   for (const auto& [k, p] : units)
-    s.units.push_back({std::string(k->name()), p->label(), not_applicable_reason(*k, *p), required_coverage(*p, *k, 1), 0});
+    s.units.push_back({std::string(k->name()), p->label(), not_applicable_reason(*k, *p), required_coverage(*p, k->contract(), 1), 0});
   return s;
 }
 

@@ -70,8 +70,11 @@ std::vector<std::string> required_coverage(const Contract& k, const CaseRequirem
   if (on(k.softcap)) r.push_back("softcap");
   if (on(k.paged) && !req.packed_kv) r.insert(r.end(), {"paged", "page-size-1"});
   if (on(k.kv_cache) && !req.no_cache) r.push_back("kv-cache");
-  if (on(k.dv_differs)) r.push_back("dv!=d");
-  if (k.head_dim_multiple == 1) r.push_back("head-dim-not-multiple-of-8");
+  if (on(k.dv_differs) && k.head_dims.size() != 1) r.push_back("dv!=d");  // one head dim left: dv cannot differ
+  const bool unaligned_dims = k.head_dims.empty() ? k.head_dim_multiple == 1
+                                                 : std::any_of(k.head_dims.begin(), k.head_dims.end(),
+                                                               [](std::int64_t d) { return d % 8 != 0; });
+  if (unaligned_dims) r.push_back("head-dim-not-multiple-of-8");
   if (on(k.varlen) || req.batch2) r.push_back("batch>1");
   if (!req.chunkable) r.push_back("q>k");
   if (on(k.zero_length) && !req.chunkable) r.push_back("zero-length");
@@ -126,8 +129,8 @@ const std::vector<std::string>& required_model_coverage() {
   return r;
 }
 
-std::vector<std::string> required_coverage(const Property& p, const Kernel& k, std::int64_t cases) {
-  if (p.level() == CaseLevel::kKernel) return required_coverage(k.contract(), p.requirements());
+std::vector<std::string> required_coverage(const Property& p, const Contract& k, std::int64_t cases) {
+  if (p.level() == CaseLevel::kKernel) return required_coverage(k, p.requirements());
   if (p.demands_model_coverage() && cases >= kModelCoverageMinCases) return required_model_coverage();
   return {};
 }

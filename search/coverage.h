@@ -29,7 +29,7 @@ const std::vector<std::string>& required_model_coverage();
 // Model-level runs shorter than this are too short to be held to a feature list.
 inline constexpr std::int64_t kModelCoverageMinCases = 1000;
 // What a run of `cases` cases of `p` on `k` must reach.
-std::vector<std::string> required_coverage(const Property& p, const Kernel& k, std::int64_t cases);
+std::vector<std::string> required_coverage(const Property& p, const Contract& k, std::int64_t cases);
 
 struct Coverage {
   std::map<std::string, std::int64_t> counts;

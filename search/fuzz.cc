@@ -130,7 +130,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
   report.kernel = std::string(k.name());
   report.property = p.label();
   report.seed = o.seed;
-  report.not_applicable = not_applicable_reason(k, p);
+  report.not_applicable = not_applicable_reason(k, p, o.limits);
   if (!report.not_applicable.empty()) return report;
   if (const std::string& dir = o.inflight_dir.empty() ? o.out_dir : o.inflight_dir; !dir.empty()) {
     fs::create_directories(dir);
@@ -189,7 +189,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
     st.coverage.refused = st.generated;
     report.coverage_refused.assign(st.generated.begin(), st.generated.end());
   }
-  report.coverage_missing = st.coverage.missing(required_coverage(p, k, report.cases));
+  report.coverage_missing = st.coverage.missing(required_coverage(p, run_contract(k, o.limits), report.cases));
   if (!st.inflight.empty()) remove_file(st.inflight);
   if (!st.harness_error.empty()) throw FuzzAborted(st.harness_error, std::move(report));
   return report;
@@ -205,9 +205,11 @@ void prepare_out_dir(const FuzzOptions& o, const Kernel& k, const Property& p) {
 
 }  // namespace
 
-std::string not_applicable_reason(const Kernel& k, const Property& p) {
+std::string not_applicable_reason(const Kernel& k, const Property& p, const GenLimits& lim) {
   std::string why = p.unsupported_reason(k);
-  return why.empty() ? requirements_unmet(k.contract(), p.requirements()) : why;
+  if (why.empty()) why = requirements_unmet(k.contract(), p.requirements());
+  if (why.empty() && p.level() == CaseLevel::kKernel) why = narrowing_unmet(k, lim);
+  return why;
 }
 
 std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {  // splitmix64 of the run's seed
@@ -326,7 +328,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
   Coverage cov;
   cov.counts = total.coverage;
   cov.refused.insert(total.coverage_refused.begin(), total.coverage_refused.end());
-  total.coverage_missing = total.not_applicable.empty() ? cov.missing(required_coverage(p, k, total.cases))
+  total.coverage_missing = total.not_applicable.empty() ? cov.missing(required_coverage(p, run_contract(k, o.limits), total.cases))
                                                         : std::vector<std::string>{};
   if (o.out_dir.empty()) remove_tree(dir);
   return total;

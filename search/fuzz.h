@@ -63,7 +63,7 @@ class FuzzAborted : public std::runtime_error {
 };
 
 // Why `p` cannot run on `k` at all (its contract lacks what the property needs), or "".
-std::string not_applicable_reason(const Kernel& k, const Property& p);
+std::string not_applicable_reason(const Kernel& k, const Property& p, const GenLimits& lim = {});
 
 // Runs in this process. Throws OutputError when the output folder cannot be written.
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks = {});

@@ -21,6 +21,7 @@ bool supported(Support s) { return s != Support::kNo; }
 const std::vector<std::int64_t> kHeadDims{64, 32, 128, 16, 8, 40, 80, 96, 59, 111, 160, 192, 256, 1, 3};
 
 std::vector<std::int64_t> head_dims_for(const Contract& k) {
+  if (!k.head_dims.empty()) return k.head_dims;
   std::vector<std::int64_t> v;
   for (std::int64_t d : kHeadDims)
     if (d <= k.max_head_dim && d % k.head_dim_multiple == 0) v.push_back(d);

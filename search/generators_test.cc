@@ -21,6 +21,19 @@ RC_GTEST_PROP(Generators, CasesAreValidAndInsideTheContract, ()) {
   RC_ASSERT(cc.supported);
 }
 
+// A narrowed contract (fuzz --dtype/--head-dim) generates only what is left, and its coverage asks only for that.
+RC_GTEST_PROP(Generators, NarrowedContractsGenerateOnlyTheirDtypesAndHeadDims, ()) {
+  const Contract k = narrowed(builtin_registry().find("tiled-cpu")->contract(), {DType::kF16}, {48, 80});
+  const KernelCase c = *kernel_case_gen(k);
+  RC_ASSERT(c.dtype == DType::kF16);
+  RC_ASSERT(c.head_dim == 48 || c.head_dim == 80);
+  RC_ASSERT(c.v_head_dim == 48 || c.v_head_dim == 80);
+  RC_ASSERT(k.dtypes == std::vector<DType>{DType::kF16});
+  const auto required = required_coverage(k, CaseRequirements{});
+  RC_ASSERT(std::count(required.begin(), required.end(), "dtype-bf16") == 0);
+  RC_ASSERT(std::count(required.begin(), required.end(), "head-dim-not-multiple-of-8") == 0);
+}
+
 RC_GTEST_PROP(Generators, RequirementsAreMet, ()) {
   const Contract k = builtin_registry().find("tiled-cpu")->contract();
   const KernelCase gqa = *kernel_case_gen(k, {.gqa = true});

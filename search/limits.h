@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "core/kernel_case.h"
 
 namespace flashcheck {
 
@@ -11,6 +14,9 @@ struct GenLimits {
   std::int64_t max_batch = 4;
   std::int64_t max_heads = 16;
   double work_budget = 3e6;     // sum over sequences of Lq * Lk * H * (d + dv): keeps a case in milliseconds
+  // Narrowing of the kernel's contract (empty: all it takes): `fuzz --dtype bf16 --head-dim 128`.
+  std::vector<DType> dtypes;
+  std::vector<std::int64_t> head_dims;
 };
 
 struct ModelGenLimits {

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The false-alarm run of issue 15: TOTAL conformance cases on the correct CPU kernels, held to the same rule
-as the gate; every finding is a false alarm to analyse (its fixture lands in OUT/found).
+"""The false-alarm run of issue 15: TOTAL conformance cases on correct kernels, held to the same rule as the
+gate; every finding is a false alarm to analyse (its fixture lands in OUT/found).
 
     nohup python3 tools/false_alarms.py --total 1000000 --out out/false-alarms > /dev/null 2>&1 &
     cat out/false-alarms/summary.txt          # rewritten after every chunk
 
-The total is split evenly between the kernels, each share in chunks of --chunk cases with seeds 1000, 1001,
-..., --jobs chunks at a time. The GPU's share is the campaign stage of ci/gpu.sh.
+The kernels are the CPU ones by default, or every kernel of the build (`--kernels all`: on a GPU node, the
+CPU and CUDA kernels together, as the `false-alarms` stage of ci/gpu.sh runs it). The total is split evenly
+between the kernels, each share in chunks of --chunk cases with seeds 1000, 1001, ..., --jobs chunks at a time.
 """
 import argparse
 import concurrent.futures
@@ -27,11 +28,18 @@ def main():
     ap.add_argument("--chunk", type=int, default=50_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--flashcheck", default=os.path.join(root, "build/cpu/cli/flashcheck"))
+    ap.add_argument("--kernels", default=",".join(KERNELS),
+                    help="comma-separated kernel names, or 'all' for every kernel `flashcheck list --json` prints")
     a = ap.parse_args()
+    if a.kernels == "all":
+        listed = json.loads(subprocess.run([a.flashcheck, "list", "--json"], capture_output=True, text=True, check=True).stdout)
+        kernels = [k["name"] for k in listed]
+    else:
+        kernels = [k for k in a.kernels.split(",") if k]
     os.makedirs(a.out, exist_ok=True)
-    per_kernel = -(-a.total // len(KERNELS))
+    per_kernel = -(-a.total // len(kernels))
     chunks, seed = [], 1000
-    for k in KERNELS:
+    for k in kernels:
         for done in range(0, per_kernel, a.chunk):
             chunks.append((k, min(a.chunk, per_kernel - done), seed))
             seed += 1
