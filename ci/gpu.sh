@@ -12,7 +12,7 @@
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
-#   once; GPU_FALSE_ALARM_CASES, default 10^6) and flex-campaign (FlexAttention at volume: GPU_FLEX_SECONDS per
+#   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and flex-campaign (FlexAttention at volume: GPU_FLEX_SECONDS per
 #   run, GPU_FLEX_DTYPE and GPU_FLEX_HEAD_DIM narrow the configurations it compiles).
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
@@ -265,8 +265,9 @@ fi
 if has false-alarms; then
   # Correct kernels held to the gate's rule at volume; every finding is a false alarm to analyse (issue 15).
   start=$(date +%s)
-  python3 tools/false_alarms.py --total "${GPU_FALSE_ALARM_CASES:-1000000}" --kernels all --jobs "$(nproc)" --chunk 25000 \
-    --flashcheck "$flashcheck" --out "$out/false-alarms" > "$out/false-alarms.log" 2>&1 || status=1
+  python3 tools/false_alarms.py --total "${GPU_FALSE_ALARM_CASES:-1000000}" --seconds "${GPU_FALSE_ALARM_SECONDS:-300}" \
+    --kernels all --jobs $(( $(nproc) - 2 )) --gpu-jobs 2 --chunk-seconds 60 --flashcheck "$flashcheck" \
+    --out "$out/false-alarms" > "$out/false-alarms.log" 2>&1 || status=1
   row "false alarms (all kernels)" "$(head -1 "$out/false-alarms/summary.txt" 2> /dev/null) ($(( $(date +%s) - start )) s)"
   cp "$out/false-alarms/summary.txt" "$out/false-alarms-summary.txt" 2> /dev/null
 fi

@@ -33,4 +33,11 @@ void exit_on_sticky_error(const Kernel& k) {
   ::_exit(kStickyDeviceErrorExit);
 }
 
+std::string kernel_error_reason(const std::exception& e) {
+  std::string why = e.what();
+  if (const std::size_t at = why.find("Exception raised from "); at != std::string::npos) why.erase(at);
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  return why;
+}
+
 }  // namespace flashcheck

@@ -4,6 +4,7 @@
 // process turns that into a crash finding for the in-flight case.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "kernels/kernel.h"
@@ -18,5 +19,9 @@ const std::string& device_error_note();
 
 // Exits the process (after writing the note) when the kernel reports a sticky device error.
 void exit_on_sticky_error(const Kernel& k);
+
+// The reason an `error` verdict gives for a kernel's exception: its message without the C++ backtrace that
+// PyTorch's c10::Error appends ("Exception raised from ..."), which would bury the message in reports.
+std::string kernel_error_reason(const std::exception& e);
 
 }  // namespace flashcheck

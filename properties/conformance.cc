@@ -45,7 +45,7 @@ Verdict check_conformance(Kernel& k, const KernelCase& c, const CaseTensors& t, 
   } catch (const std::exception& e) {
     exit_on_sticky_error(k);
     v.kind = VerdictKind::kError;
-    v.reason = e.what();
+    v.reason = kernel_error_reason(e);
     return finish();
   }
   const EmptyRow convention = k.contract().empty_row;

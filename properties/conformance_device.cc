@@ -77,7 +77,7 @@ Verdict check_conformance_device(Kernel& k, const KernelCase& c, const CaseTenso
   } catch (const std::exception& e) {
     exit_on_sticky_error(k);
     v.kind = VerdictKind::kError;
-    v.reason = e.what();
+    v.reason = kernel_error_reason(e);
     return v;
   }
   const EmptyRow conv = k.contract().empty_row;

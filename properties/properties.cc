@@ -40,7 +40,7 @@ bool run_kernel(Kernel& k, const KernelCase& c, const CaseTensors& t, Run& run, 
   } catch (const std::exception& e) {
     exit_on_sticky_error(k);
     v.kind = VerdictKind::kError;
-    v.reason = e.what();
+    v.reason = kernel_error_reason(e);
     return false;
   }
   run.result = run.buffer.to_result();

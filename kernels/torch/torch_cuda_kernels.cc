@@ -51,8 +51,9 @@ constexpr const char* kFlashNoQueriesDefect =
     "known defect: a batch without any query row fails with 'invalid argument' "
     "(fixtures/found/flash-varlen-no-queries.json)";
 constexpr const char* kFlashDecodeGroupsDefect =
-    "known defect: GQA with max_seqlen_q == 1 and a sequence without queries fails in the decode fast path's "
-    "reshape (fixtures/found/flash-varlen-gqa-decode-empty-sequence.json)";
+    "known defect: GQA with max_seqlen_q == 1 and a Q buffer whose rows are not one per sequence (a sequence "
+    "without queries, or rows past the last sequence) breaks the decode fast path's reshape "
+    "(fixtures/found/flash-varlen-gqa-decode-empty-sequence.json, fixtures/found/flash-varlen-gqa-decode-q-slack.json)";
 constexpr const char* kEfficientBottomRightDefect =
     "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
     "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
@@ -104,7 +105,9 @@ class FlashForward : public DeviceKernel {
       return {false, kFlashWindowDefect, {}};
     const CaseGeometry g = geometry(c);
     if (g.total_q == 0) return {false, kFlashNoQueriesDefect, {}};
-    if (varlen_ && c.heads > c.kv_heads && g.total_q < static_cast<std::int64_t>(c.seqs.size()) &&
+    // The decode fast path reshapes Q as (batch, kv_heads, groups, d): it takes the buffer's rows, slack included,
+    // for one query per sequence.
+    if (varlen_ && c.heads > c.kv_heads && g.q_rows != static_cast<std::int64_t>(c.seqs.size()) &&
         std::all_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q_len <= 1; }))
       return {false, kFlashDecodeGroupsDefect, {}};
     return r;
