@@ -38,6 +38,10 @@ struct RunState {
   const Property& p;
   const FuzzOptions& o;
   const FuzzHooks& hooks;
+  // The run's narrowing (--dtype/--head-dim), which shrinking must respect too: a JIT-compiled kernel would
+  // compile every head dim the shrinker tries.
+  const bool narrowed_run = !o.limits.dtypes.empty() || !o.limits.head_dims.empty();
+  const Contract narrowed = run_contract(k, o.limits);
   Clock::time_point start = Clock::now();
   Clock::time_point last_progress = Clock::now();
   FuzzReport report;
@@ -70,6 +74,9 @@ struct RunState {
       exhausted = true;
       return;  // stop the greedy descent: every further candidate "passes"
     }
+    if (narrowed_run)
+      if (const KernelCase* kc = std::get_if<KernelCase>(&c); kc && !check_contract(narrowed, *kc).supported)
+        RC_DISCARD("outside the run's --dtype/--head-dim");
     if (!inflight.empty()) {
       try {
         write_inflight(inflight, c);
