@@ -40,7 +40,14 @@ def flex_compile_seconds():
 def _flex():
     global _compiled
     if _compiled is None:
+        import torch._dynamo.config as dynamo
         from torch.nn.attention.flex_attention import flex_attention
+        # Dynamo specializes sizes 0 and 1 and each (grouping, softcap) graph separately, so a campaign passes the
+        # default limit of 8 graphs quickly; past it Dynamo silently runs flex_attention eagerly (the unfused
+        # path that materializes the scores), which is not the kernel under test. A higher limit, and an error
+        # instead of the fallback, so that a verdict always concerns the compiled kernel.
+        dynamo.recompile_limit = 128
+        dynamo.fail_on_recompile_limit_hit = True
         _compiled = torch.compile(flex_attention, dynamic=True)
     return _compiled
 
