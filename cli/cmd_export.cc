@@ -21,7 +21,7 @@ int run_export(const ExportOptions& o) {
   std::vector<NamedModelCase> cases;
   try {
     cases = collect_model_cases(o.fixtures, o.generated, o.seed);
-    write_export(o.out, cases, *profile);
+    write_export(o.out, cases, *profile, o.force);
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck export: {}\n", e.what());
     return kExitUsage;

@@ -1,12 +1,16 @@
 #include "cli/export_cases.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/files.h"
+#include "core/input_limits.h"
+#include "core/json_input.h"
 #include "core/fixture.h"
 #include "core/model_case_json.h"
 #include "core/model_tensors.h"
@@ -21,6 +25,40 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// The files an earlier export left in `dir` (its manifest and the tensors it lists): an export may replace
+// them. Throws InputError when a manifest.json is there that no export wrote.
+std::set<std::string> earlier_export(const fs::path& dir) {
+  const std::string manifest = (dir / "manifest.json").string();
+  if (!path_exists(manifest)) return {};
+  const json j = parse_json_input(read_input_file(manifest, limits::kMaxFixtureBytes * 16), manifest);
+  if (!j.is_object() || j.value("schema", "") != "flashcheck.export/1" || !j.contains("cases") || !j["cases"].is_array())
+    throw InputError(manifest, "schema", "not a manifest written by flashcheck export (--force replaces it)");
+  std::set<std::string> ours{"manifest.json"};
+  for (const json& c : j["cases"])
+    if (c.is_object() && c.contains("tensors") && c["tensors"].is_string()) {
+      const std::string name = c["tensors"].get<std::string>();
+      if (name.find('/') == std::string::npos && name != "..") ours.insert(name);
+    }
+  return ours;
+}
+
+// Before an export writes `files` into `dir`: the earlier export's files it may replace; a user's file in the way
+// is an InputError unless `force`.
+std::set<std::string> replaceable_files(const fs::path& dir, const std::vector<std::string>& files, bool force) {
+  ensure_output_dir(dir.string());
+  std::set<std::string> ours;
+  try {
+    ours = earlier_export(dir);
+  } catch (const InputError&) {
+    if (!force) throw;
+  }
+  if (!force)
+    for (const std::string& f : files)
+      if (!ours.count(f) && path_exists((dir / f).string()))
+        throw InputError((dir / f).string(), "", "exists and was not written by an earlier export (--force replaces it)");
+  return ours;
+}
 
 json flash_json(const hf::FlashPlan& plan) {
   json j = {{"profile", hf::to_string(plan.profile)}, {"branch", hf::to_string(plan.branch)}};
@@ -106,9 +144,11 @@ json tolerance_json() {
           {"formats", {{"fp16", format_json(DType::kF16)}, {"bf16", format_json(DType::kBF16)}, {"fp32", format_json(DType::kF32)}}}};
 }
 
-void write_export(const std::string& out, const std::vector<NamedModelCase>& cases, hf::Profile profile) {
+void write_export(const std::string& out, const std::vector<NamedModelCase>& cases, hf::Profile profile, bool force) {
   const fs::path dir(out);
-  fs::create_directories(dir);
+  std::vector<std::string> files{"manifest.json"};
+  for (std::size_t i = 0; i < cases.size(); ++i) files.push_back(fmt::format("{:04}.safetensors", i));
+  const std::set<std::string> earlier = replaceable_files(dir, files, force);
   json manifest = {{"schema", "flashcheck.export/1"},
                    {"profile", hf::to_string(profile)},
                    {"profile_releases", json::array({hf::profile_spec(profile).first_release, hf::profile_spec(profile).last_release})},
@@ -121,9 +161,10 @@ void write_export(const std::string& out, const std::vector<NamedModelCase>& cas
     write_case(dir, file, m, plan, profile);
     manifest["cases"].push_back({{"name", name}, {"case", model_case_to_json(m)}, {"tensors", file}, {"flash", flash_json(plan)}});
   }
-  std::ofstream f(dir / "manifest.json", std::ios::trunc);
-  f << manifest.dump(1) << "\n";
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}", (dir / "manifest.json").string()));
+  // The manifest last, so that it names only complete files; then the earlier export's files this one lacks.
+  write_file_atomic((dir / "manifest.json").string(), manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+  for (const std::string& f : earlier)
+    if (std::find(files.begin(), files.end(), f) == files.end()) remove_file((dir / f).string());
 }
 
 }  // namespace flashcheck::cli

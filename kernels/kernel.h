@@ -67,6 +67,8 @@ class Registry {
   Kernel* find(std::string_view name);
   // Only among the kernels registered so far (no resolving).
   Kernel* find_registered(std::string_view name) const;
+  // Whether a resolver answers this name (without resolving it: a Python kernel would be imported).
+  bool resolvable(std::string_view name) const;
   // Kernels under test (no mutants), in registration order.
   std::vector<Kernel*> kernels() const;
   std::vector<Kernel*> mutants() const;
@@ -81,7 +83,8 @@ class Registry {
 Registry& builtin_registry();
 
 // Whether some build of flashcheck has a kernel of this name (this build's registry, or the CUDA build's
-// kernels in a CPU build): what a fixture's `expect` may name.
+// kernels in a CPU build): what a fixture's `expect` may name. A name a resolver answers ("py:...") counts
+// without being resolved, so that validating a fixture never imports a Python kernel the run does not use.
 bool is_known_kernel_name(std::string_view name);
 
 }  // namespace flashcheck

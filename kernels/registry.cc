@@ -26,6 +26,12 @@ Kernel* Registry::find_registered(std::string_view name) const {
   return nullptr;
 }
 
+bool Registry::resolvable(std::string_view name) const {
+  for (const auto& [prefix, make] : resolvers_)
+    if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix) return true;
+  return false;
+}
+
 Kernel* Registry::find(std::string_view name) {
   if (Kernel* k = find_registered(name)) return k;
   for (const auto& [prefix, make] : resolvers_)
@@ -65,7 +71,7 @@ const std::vector<std::string>& cuda_kernel_names() {
 }
 
 bool is_known_kernel_name(std::string_view name) {
-  if (builtin_registry().find(name)) return true;
+  if (builtin_registry().find_registered(name) || builtin_registry().resolvable(name)) return true;
   for (const std::string& n : cuda_kernel_names())
     if (n == name) return true;
   return false;

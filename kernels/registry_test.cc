@@ -10,6 +10,14 @@ TEST(Registry, EveryRegisteredKernelIsAKnownName) {
   for (const std::string& n : builtin_registry().names(true)) EXPECT_TRUE(is_known_kernel_name(n)) << n;
   EXPECT_FALSE(is_known_kernel_name("flash-fwd-varlenn"));
   EXPECT_FALSE(is_known_kernel_name(""));
+  // Answered by a resolver, not resolved: the registry does not grow.
+  Registry r;
+  int made = 0;
+  r.add_resolver("py:", [&made](std::string_view) -> std::unique_ptr<Kernel> { ++made; return nullptr; });
+  EXPECT_TRUE(r.resolvable("py:pkg.mod:fn"));
+  EXPECT_FALSE(r.resolvable("py:"));
+  EXPECT_FALSE(r.resolvable("tiled-cpu"));
+  EXPECT_EQ(made, 0);
 }
 
 #if defined(FLASHCHECK_HAVE_CUDA)
