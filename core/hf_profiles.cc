@@ -12,7 +12,8 @@ using enum PackedTrigger;
 constexpr std::array<ProfileSpec, 10> kProfiles{{
     {.profile = Profile::kHfMain,
      .name = "hf-main",
-     .releases = "transformers v5.15.0 - v5.24.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525",
+     .releases = "transformers v5.15.0 - v5.24.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525; "
+                 "SDPA as v5.15.0 - v5.20.x (v5.21.0 raises on a softcap, v5.23.0 packs GQA decoding queries)",
      .first_release = "5.15.0",
      .last_release = "5.24.0",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer "
@@ -21,7 +22,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                     "at min(position_ids)",
      .switches = {.keep_short_all_true_mask = true,
                   .packed_trigger = kPackedSequence,
-                  .sequences_start_at_min = true},
+                  .sequences_start_at_min = true,
+                  .sdpa_static_prefill_skip = true},
      .documented_divergences = true,
      .model_coverage_required = true},
     {.profile = Profile::kHf455,
@@ -46,7 +48,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.window_size_w_w = true,
                   .packed_trigger = kBatch1Decreasing,
                   .max_seqlen_from_max_position = true,
-                  .eager_packed_segments = false}},
+                  .eager_packed_segments = false,
+                  .sdpa_enable_gqa = false}},
     {.profile = Profile::kHf202508,
      .name = "hf-2025-08",
      .releases = "transformers main between #40002/#40163 and #40424 (August 2025)",
@@ -66,14 +69,15 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.fastchat_monkey_patch = true, .packed_trigger = kNever}},
     {.profile = Profile::kHf513,
      .name = "hf-5.13",
-     .releases = "transformers v5.13.0 - v5.14.1: #46914 without #47525",
+     .releases = "transformers v5.13.0 - v5.14.1: #46914 without #47525; SDPA as v5.14.x (#47094; v5.13.x builds "
+                 "the mask a static-cache prefill skips, same attention)",
      .first_release = "5.13.0",
      .last_release = "5.14.1",
      .sources = "#46914 (a static cache keeps its all-true mask), #40002 (_is_packed_sequence); #47525 (start at the "
                 "minimum) came in v5.15.0",
      .description = "hf-main but packed sequences start only where position_ids are 0: a packing that restarts at 2 "
                     "raises (#39814's symptom)",
-     .switches = {.keep_short_all_true_mask = true, .packed_trigger = kPackedSequence}},
+     .switches = {.keep_short_all_true_mask = true, .packed_trigger = kPackedSequence, .sdpa_static_prefill_skip = true}},
     {.profile = Profile::kHf456,
      .name = "hf-4.56",
      .releases = "transformers v4.56.0 - v5.12.1",
@@ -115,7 +119,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.window_size_w_w = true,
                   .caller_kwargs_any_batch = true,
                   .packed_trigger = kBatch1Decreasing,
-                  .max_seqlen_from_max_position = true}},
+                  .max_seqlen_from_max_position = true,
+                  .sdpa_enable_gqa = false}},
 }};
 
 constexpr bool rows_in_profile_order() {
