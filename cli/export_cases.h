@@ -27,7 +27,8 @@ std::vector<NamedModelCase> collect_model_cases(const std::vector<std::string>& 
 nlohmann::json tolerance_json();
 
 // Writes DIR/manifest.json and the tensors (q, k, v, the HF-eager oracle's eager_out, attention_mask,
-// position_ids and the profile's flash plan with its flash_rows); throws std::runtime_error when DIR cannot be written.
+// position_ids, the profile's flash plan with its flash_rows, and its SDPA call with the SDPA path's output
+// sdpa_out); throws std::runtime_error when DIR cannot be written.
 void write_export(const std::string& dir, const std::vector<NamedModelCase>& cases, hf::Profile profile);
 
 }  // namespace flashcheck::cli

@@ -82,6 +82,10 @@ struct ProfileSwitches {
   bool sdpa_skip_checks_alignment = true;
   // Padding in the 2D mask forbids the shortcut (fast_all(padding_mask)).
   bool sdpa_skip_checks_padding = true;
+  // Without a 2D mask and a cache, the position_ids every model passes make find_packed_sequence_indices return a
+  // tensor even for one sequence (v4.53.3 - v4.57; v5.0.0 returns None then), which forbids the shortcut: a full
+  // causal mask is built instead of is_causal (the same attention).
+  bool sdpa_mask_for_one_sequence = false;
   // A softcap makes sdpa_attention_forward raise ValueError (v5.21.0, with Gemma2's _supports_sdpa = False);
   // before, the softcap kwarg was swallowed by **kwargs and the logits went uncapped.
   bool sdpa_softcap_raises = false;

@@ -50,6 +50,10 @@ bool mask_skipped(const ProfileSwitches& s, const ModelCase& m, bool packed_segm
     why = "packed sequences: the mask separates them";
     return false;
   }
+  if (s.sdpa_mask_for_one_sequence && s.eager_packed_segments && !m.attention_mask && !m.use_cache && !m.static_cache_len) {
+    why = "position_ids without a 2D mask or cache: find_packed_sequence_indices answers even for one sequence";
+    return false;
+  }
   if (m.static_cache_len && (!s.sdpa_static_prefill_skip || q == 1)) {
     why = s.sdpa_static_prefill_skip ? "a static cache while decoding never skips" : "a static cache never skips";
     return false;

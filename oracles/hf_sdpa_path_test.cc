@@ -175,6 +175,12 @@ TEST(SdpaSwitch, EachSwitchIsLive) {
   EXPECT_TRUE(plan(s, stat).mask_skipped);
   s.sdpa_static_prefill_skip = false;
   EXPECT_FALSE(plan(s, stat).mask_skipped);
+
+  s = kMain;
+  EXPECT_TRUE(plan(s, base(1, 4)).mask_skipped);
+  s.sdpa_mask_for_one_sequence = true;
+  EXPECT_FALSE(plan(s, base(1, 4)).mask_skipped);
+  EXPECT_TRUE(plan(s, base(1, 1, 3)).mask_skipped);  // a cache object: no packed-sequence test at all
 }
 
 // The calls compute the masked attention: fp32 to 1e-5 of the exact value, for every way of calling SDPA.
