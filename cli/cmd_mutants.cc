@@ -7,6 +7,7 @@
 #include "cli/option_checks.h"
 #include "cli/report.h"
 #include "kernels/kernel.h"
+#include "properties/integration_property.h"
 #include "search/mutant_matrix.h"
 
 namespace flashcheck::cli {
@@ -21,11 +22,13 @@ int run_mutants(const MutantsOptions& o) {
   } else if (!kernel_names.empty() && !resolve_kernels(kernel_names, mutants)) {
     return kExitUsage;
   }
-  const bool want_integration = o.properties.empty() ||
-                                std::find(o.properties.begin(), o.properties.end(), "integration") != o.properties.end();
+  std::vector<hf::HfPath> paths;  // the integration properties asked for (empty: all)
   std::vector<std::string> kernel_props;
-  for (const std::string& p : o.properties)
-    if (p != "integration") kernel_props.push_back(p);
+  for (const std::string& p : o.properties) {
+    if (const auto path = integration_path(p)) paths.push_back(*path);
+    else kernel_props.push_back(p);
+  }
+  const bool want_integration = o.properties.empty() || !paths.empty();
   for (Kernel* m : mutants)
     if (!m->is_mutant()) {
       fmt::print(stderr, "flashcheck mutants: '{}' is not a mutant (see flashcheck list --mutants)\n", m->name());
@@ -46,7 +49,7 @@ int run_mutants(const MutantsOptions& o) {
   std::vector<MutantRow> rows;
   if (!mutants.empty() && (o.properties.empty() || !kernel_props.empty())) rows = run_mutant_matrix(mutants, mo);
   if (want_integration && (o.mutants.empty() || !model_names.empty())) {
-    const std::vector<MutantRow> model_rows = run_model_mutants(model_names, mo);
+    const std::vector<MutantRow> model_rows = run_model_mutants(model_names, mo, paths);
     rows.insert(rows.end(), model_rows.begin(), model_rows.end());
   }
   if (o.json) std::cout << to_json(rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

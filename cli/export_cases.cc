@@ -18,6 +18,7 @@
 #include "core/tolerance.h"
 #include "oracles/hf_eager.h"
 #include "oracles/hf_flash_path.h"
+#include "oracles/hf_sdpa_path.h"
 #include "search/samples.h"
 
 namespace flashcheck::cli {
@@ -82,8 +83,19 @@ json flash_json(const hf::FlashPlan& plan) {
   return j;
 }
 
+// The SDPA path's call as tools/hf_crosscheck/crosscheck.py records it from torch's scaled_dot_product_attention.
+json sdpa_json(const hf::SdpaPlan& plan) {
+  if (plan.raises) return {{"branch", "error"}, {"error", plan.error}};
+  return {{"branch", "call"},
+          {"mask", !plan.mask_skipped},
+          {"is_causal", plan.is_causal},
+          {"keys", plan.keys},
+          {"gqa", hf::to_string(plan.gqa)},
+          {"softcap_dropped", plan.softcap_dropped}};
+}
+
 void write_case(const fs::path& dir, const std::string& file, const ModelCase& m, const hf::FlashPlan& plan,
-                hf::Profile profile) {
+                const hf::SdpaPlan& sdpa, hf::Profile profile) {
   const ModelTensors t = materialize(m);
   const hf::EagerResult eager = hf::eager_attention(m, t, profile);
   SafetensorsFile f;
@@ -106,6 +118,10 @@ void write_case(const fs::path& dir, const std::string& file, const ModelCase& m
   f.tensors["position_ids"] = store_int64(flat, shape);
   if (plan.branch != hf::FlashBranch::kError)
     f.tensors["flash_rows"] = store_int64(plan.row_source, {static_cast<std::int64_t>(plan.row_source.size())});
+  if (!sdpa.raises) {
+    const hf::SdpaRun run = hf::run_sdpa_path(sdpa, m, t);
+    if (run.kind == VerdictKind::kPass) f.tensors["sdpa_out"] = store_floats(run.out, eager.out.shape, m.dtype);
+  }
   write_safetensors((dir / file).string(), f);
 }
 
@@ -158,8 +174,13 @@ void write_export(const std::string& out, const std::vector<NamedModelCase>& cas
     const auto& [name, m] = cases[i];
     const std::string file = fmt::format("{:04}.safetensors", i);
     const hf::FlashPlan plan = hf::plan_flash_path(profile, m);
-    write_case(dir, file, m, plan, profile);
-    manifest["cases"].push_back({{"name", name}, {"case", model_case_to_json(m)}, {"tensors", file}, {"flash", flash_json(plan)}});
+    const hf::SdpaPlan sdpa = hf::plan_sdpa_path(profile, m);
+    write_case(dir, file, m, plan, sdpa, profile);
+    manifest["cases"].push_back({{"name", name},
+                                 {"case", model_case_to_json(m)},
+                                 {"tensors", file},
+                                 {"flash", flash_json(plan)},
+                                 {"sdpa", sdpa_json(sdpa)}});
   }
   // The manifest last, so that it names only complete files; then the earlier export's files this one lacks.
   write_file_atomic((dir / "manifest.json").string(), manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n");

@@ -27,9 +27,10 @@ std::vector<NamedModelCase> collect_model_cases(const std::vector<std::string>& 
 nlohmann::json tolerance_json();
 
 // Writes DIR/manifest.json and the tensors (q, k, v, the HF-eager oracle's eager_out, attention_mask,
-// position_ids and the profile's flash plan with its flash_rows). It replaces only what an earlier export wrote
-// there (the files its manifest lists) unless `force`: any other file in the way is an InputError naming it,
-// raised before anything is written. Throws OutputError when DIR cannot be written.
+// position_ids, the profile's flash plan with its flash_rows, and its SDPA call with the SDPA path's output
+// sdpa_out). It replaces only what an earlier export wrote there (the files its manifest lists) unless `force`:
+// any other file in the way is an InputError naming it, raised before anything is written. Throws OutputError
+// when DIR cannot be written.
 void write_export(const std::string& dir, const std::vector<NamedModelCase>& cases, hf::Profile profile,
                   bool force = false);
 

@@ -63,11 +63,12 @@ int main(int argc, char** argv) {
   auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
   cmd_fuzz->add_option("--kernel,-k", fuzz.kernel, "Kernel to fuzz")->required();
   cmd_fuzz->add_option("--property,-p", fuzz.properties,
-                       "Property (repeatable, or 'all'; default conformance); 'integration' judges model-level cases")
+                       "Property (repeatable, or 'all'; default conformance); 'integration' (transformers' flash path) and "
+                       "'integration-sdpa' (its SDPA path) judge model-level cases")
       ->expected(1)
       ->take_all();
   cmd_fuzz->add_option("--profile", fuzz.profiles,
-                       "HF flash-path profile for --property integration (repeatable): " +
+                       "HF profile for --property integration / integration-sdpa (repeatable): " +
                            std::string(flashcheck::hf::profile_name_list()))
       ->expected(1)
       ->take_all()
@@ -90,10 +91,11 @@ int main(int argc, char** argv) {
   cmd_campaign->add_option("--out,-o", campaign.out, "Campaign directory: its state; rerun the same command to resume")->required();
   cmd_campaign->add_option("--kernel,-k", campaign.kernels, "Kernel (repeatable)")->required()->expected(1)->take_all();
   cmd_campaign->add_option("--property,-p", campaign.properties,
-                           "Property (repeatable, or 'all'; default conformance); 'integration' judges model-level cases")
+                           "Property (repeatable, or 'all'; default conformance); 'integration' (transformers' flash path) and "
+                       "'integration-sdpa' (its SDPA path) judge model-level cases")
       ->expected(1)
       ->take_all();
-  cmd_campaign->add_option("--profile", campaign.profiles, "HF flash-path profile for --property integration (repeatable)")
+  cmd_campaign->add_option("--profile", campaign.profiles, "HF profile for --property integration / integration-sdpa (repeatable)")
       ->expected(1)
       ->take_all()
       ->capture_default_str();

@@ -1,5 +1,6 @@
 #include "cli/report.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -46,7 +47,8 @@ bool resolve_properties(const std::vector<std::string>& names, std::vector<const
     if (!p) {
       std::string known;
       for (const Property* q : all_properties()) known += " " + std::string(q->name());
-      fmt::print(stderr, "flashcheck: unknown property '{}'; known properties:{} integration (or all)\n", n, known);
+      fmt::print(stderr, "flashcheck: unknown property '{}'; known properties:{} integration integration-sdpa (or all)\n", n,
+                 known);
       return false;
     }
     out.push_back(p);
@@ -58,22 +60,25 @@ bool resolve_runs(const std::vector<std::string>& properties, const std::vector<
                   const std::string& command, std::vector<std::unique_ptr<Property>>& owned,
                   std::vector<const Property*>& runs) {
   std::vector<std::string> kernel_level;
-  bool integration = false;
+  std::vector<hf::HfPath> paths;  // the integration properties asked for, in order
   for (const std::string& n : properties) {
-    if (n == "integration") integration = true;
-    else kernel_level.push_back(n);
+    if (const auto path = integration_path(n)) {
+      if (std::find(paths.begin(), paths.end(), *path) == paths.end()) paths.push_back(*path);
+    } else {
+      kernel_level.push_back(n);
+    }
   }
   std::vector<const Property*> props;
   if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return false;
-  // The integration property runs once per profile, before the kernel-level properties.
-  if (integration)
+  // The integration properties run once per profile, before the kernel-level properties.
+  for (const hf::HfPath path : paths)
     for (const std::string& n : profiles) {
       const auto p = hf::parse_profile(n);
       if (!p) {
         fmt::print(stderr, "{}: unknown profile '{}' ({})\n", command, n, hf::profile_name_list());
         return false;
       }
-      owned.push_back(integration_property(*p));
+      owned.push_back(integration_property(*p, hf::PathDefect::kNone, path));
       runs.push_back(owned.back().get());
     }
   runs.insert(runs.end(), props.begin(), props.end());
@@ -114,9 +119,11 @@ void print_fuzz_report(const FuzzReport& r) {
     if (!f.fixture.empty())
       fmt::print("    fixture: {}\n    replay:  flashcheck replay {}{}\n", f.fixture, f.fixture, live ? "" : " --kernel " + r.kernel);
     if (!f.reproduce.empty()) {
-      // Model-level runs are labelled integration/<profile>; the command takes them as two options.
+      // Model-level runs are labelled integration[-sdpa]/<profile>; the command takes them as two options.
       const auto slash = r.property.find('/');
-      const std::string prop = f.model_case ? fmt::format("integration --profile {}", r.property.substr(slash + 1)) : r.property;
+      const std::string prop = f.model_case && slash != std::string::npos
+                                   ? fmt::format("{} --profile {}", r.property.substr(0, slash), r.property.substr(slash + 1))
+                                   : r.property;
       fmt::print("    rapidcheck: flashcheck fuzz --kernel {} --property {} --reproduce '{}'\n", r.kernel, prop, f.reproduce);
     }
   }

@@ -12,7 +12,8 @@ using enum PackedTrigger;
 constexpr std::array<ProfileSpec, 10> kProfiles{{
     {.profile = Profile::kHfMain,
      .name = "hf-main",
-     .releases = "transformers v5.15.0 - v5.24.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525",
+     .releases = "transformers v5.15.0 - v5.24.0: v4.56.0's dispatch plus #46914 and the min() start rule of #47525; "
+                 "SDPA as v5.15.0 - v5.20.x (v5.21.0 raises on a softcap, v5.23.0 packs GQA decoding queries)",
      .first_release = "5.15.0",
      .last_release = "5.24.0",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer "
@@ -21,7 +22,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                     "at min(position_ids)",
      .switches = {.keep_short_all_true_mask = true,
                   .packed_trigger = kPackedSequence,
-                  .sequences_start_at_min = true},
+                  .sequences_start_at_min = true,
+                  .sdpa_static_prefill_skip = true},
      .documented_divergences = true,
      .model_coverage_required = true},
     {.profile = Profile::kHf455,
@@ -33,7 +35,10 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                 "cu_seqlens steps), #39814 (no 0 in position_ids raises), #39408 (window (W, W))",
      .description = "any position_ids take the varlen path (batch rows past the first go unwritten); generate's own "
                     "cu_seqlens are short one key per earlier row; window (W, W)",
-     .switches = {.window_size_w_w = true, .generate_kwargs = GenerateKwargs::kShortByOne, .packed_trigger = kAnyPositionIds}},
+     .switches = {.window_size_w_w = true,
+                  .generate_kwargs = GenerateKwargs::kShortByOne,
+                  .packed_trigger = kAnyPositionIds,
+                  .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf453,
      .name = "hf-4.53",
      .releases = "transformers v4.53.0 - v4.53.2 (eager without packed-sequence masks)",
@@ -46,7 +51,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.window_size_w_w = true,
                   .packed_trigger = kBatch1Decreasing,
                   .max_seqlen_from_max_position = true,
-                  .eager_packed_segments = false}},
+                  .eager_packed_segments = false,
+                  .sdpa_enable_gqa = false}},
     {.profile = Profile::kHf202508,
      .name = "hf-2025-08",
      .releases = "transformers main between #40002/#40163 and #40424 (August 2025)",
@@ -54,7 +60,7 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                 "parallelism broken by it), #40424 (reverted)",
      .description = "a caller's query_length unequal to the key length turns packed cu_seqlens into decoding-mode "
                     "ones from the last positions",
-     .switches = {.packed_trigger = kPackedSequence, .query_length_selects_decoding = true}},
+     .switches = {.packed_trigger = kPackedSequence, .query_length_selects_decoding = true, .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kFastchat2023,
      .name = "fastchat-2023",
      .releases = "FastChat fastchat/train/llama2_flash_attn_monkey_patch.py after FastChat #2263 and #2503 "
@@ -66,24 +72,26 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.fastchat_monkey_patch = true, .packed_trigger = kNever}},
     {.profile = Profile::kHf513,
      .name = "hf-5.13",
-     .releases = "transformers v5.13.0 - v5.14.1: #46914 without #47525",
+     .releases = "transformers v5.13.0 - v5.14.1: #46914 without #47525; SDPA as v5.14.x (#47094; v5.13.x builds "
+                 "the mask a static-cache prefill skips, same attention)",
      .first_release = "5.13.0",
      .last_release = "5.14.1",
      .sources = "#46914 (a static cache keeps its all-true mask), #40002 (_is_packed_sequence); #47525 (start at the "
                 "minimum) came in v5.15.0",
      .description = "hf-main but packed sequences start only where position_ids are 0: a packing that restarts at 2 "
                     "raises (#39814's symptom)",
-     .switches = {.keep_short_all_true_mask = true, .packed_trigger = kPackedSequence}},
+     .switches = {.keep_short_all_true_mask = true, .packed_trigger = kPackedSequence, .sdpa_static_prefill_skip = true}},
     {.profile = Profile::kHf456,
      .name = "hf-4.56",
-     .releases = "transformers v4.56.0 - v5.12.1",
+     .releases = "transformers v4.56.0 - v5.12.1; SDPA as v4.56 - v4.57 (v5.0.0 skips the mask for one sequence "
+                 "without a 2D mask or cache, same attention)",
      .first_release = "4.56.0",
      .last_release = "5.12.1",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer decides); "
                 "#46914 came in v5.13.0",
      .description = "hf-5.13 but an all-true mask is dropped even for a static cache: the dense kernel attends its "
                     "unfilled slots (F13)",
-     .switches = {.packed_trigger = kPackedSequence}},
+     .switches = {.packed_trigger = kPackedSequence, .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf4554,
      .name = "hf-4.55.4",
      .releases = "transformers v4.55.3 - v4.55.4 (the v4.55 patch branch after #40161)",
@@ -92,7 +100,10 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .sources = "#40002 (_is_packed_sequence), #39843 (query_length picks decoding-mode cu_seqlens), #40161 (generate "
                 "no longer passes kwargs), #39408 (window (W, W); #40163 is v4.56)",
      .description = "hf-2025-08 with the window passed as (W, W)",
-     .switches = {.window_size_w_w = true, .packed_trigger = kPackedSequence, .query_length_selects_decoding = true}},
+     .switches = {.window_size_w_w = true,
+                  .packed_trigger = kPackedSequence,
+                  .query_length_selects_decoding = true,
+                  .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf4552,
      .name = "hf-4.55.2",
      .releases = "transformers v4.55.1 - v4.55.2",
@@ -103,7 +114,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.window_size_w_w = true,
                   .generate_kwargs = GenerateKwargs::kDecodingMode,
                   .packed_trigger = kPackedSequence,
-                  .query_length_selects_decoding = true}},
+                  .query_length_selects_decoding = true,
+                  .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf4533,
      .name = "hf-4.53.3",
      .releases = "transformers v4.53.3",
@@ -115,7 +127,9 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
      .switches = {.window_size_w_w = true,
                   .caller_kwargs_any_batch = true,
                   .packed_trigger = kBatch1Decreasing,
-                  .max_seqlen_from_max_position = true}},
+                  .max_seqlen_from_max_position = true,
+                  .sdpa_enable_gqa = false,
+                  .sdpa_mask_for_one_sequence = true}},
 }};
 
 constexpr bool rows_in_profile_order() {

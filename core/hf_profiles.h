@@ -66,6 +66,33 @@ struct ProfileSwitches {
   // v4.54+); before that eager attends across them, so the eager oracle (oracles/hf_masks) follows this switch.
   bool eager_packed_segments = true;
 
+  // The SDPA path (integrations/sdpa_attention.py, with masking_utils.sdpa_mask's "skip": no mask, SDPA's
+  // is_causal instead; oracles/hf_sdpa_path.h). The shortcut's conditions on the window and the padding are
+  // switches too, so that the mutation self-test can lose them as older releases did.
+  // A StaticCache may take the shortcut except when decoding (#47094, v5.14.0): an empty cache skips the mask
+  // when padding only follows the query, and SDPA then slices K/V to the query length. Before, a static cache
+  // never skipped.
+  bool sdpa_static_prefill_skip = false;
+  // Without a mask, grouped K/V go to SDPA with enable_gqa=True (v4.54+) instead of through repeat_kv.
+  bool sdpa_enable_gqa = true;
+  // A window that the key length reaches forbids the shortcut (its loss, #28980, was fixed by #30127).
+  bool sdpa_skip_checks_window = true;
+  // Several queries over a cache forbid the shortcut: SDPA's is_causal is top-left aligned (its loss broke
+  // speculative decoding; fixed by #30311).
+  bool sdpa_skip_checks_alignment = true;
+  // Padding in the 2D mask forbids the shortcut (fast_all(padding_mask)).
+  bool sdpa_skip_checks_padding = true;
+  // Without a 2D mask and a cache, the position_ids every model passes make find_packed_sequence_indices return a
+  // tensor even for one sequence (v4.53.3 - v4.57; v5.0.0 returns None then), which forbids the shortcut: a full
+  // causal mask is built instead of is_causal (the same attention).
+  bool sdpa_mask_for_one_sequence = false;
+  // A softcap makes sdpa_attention_forward raise ValueError (v5.21.0, with Gemma2's _supports_sdpa = False);
+  // before, the softcap kwarg was swallowed by **kwargs and the logits went uncapped.
+  bool sdpa_softcap_raises = false;
+  // A single decoding query with a mask runs on the K/V heads with the group as query rows (pack_gqa, v5.23.0)
+  // instead of repeat_kv.
+  bool sdpa_pack_gqa_decode = false;
+
   bool operator==(const ProfileSwitches&) const = default;
 };
 

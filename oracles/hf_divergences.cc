@@ -98,6 +98,13 @@ std::optional<Divergence> known_divergence(const ModelCase& m) {
   return std::nullopt;
 }
 
+std::optional<Divergence> known_sdpa_divergence(const ModelCase& m) {
+  if (m.softcap)
+    return Divergence{"S1", "SDPA has no softcap: sdpa_attention_forward swallows the softcap kwarg and the logits go uncapped "
+                            "(Gemma2 offers SDPA until v5.20; v5.21 raises instead)"};
+  return std::nullopt;
+}
+
 std::optional<std::string> upstream_symptom(std::string_view error) {
   struct Symptom {
     std::string_view text, report;

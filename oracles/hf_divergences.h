@@ -18,6 +18,9 @@ struct Divergence {
 // The first documented divergence whose trigger the case has, for hf-main; nullopt when none applies.
 std::optional<Divergence> known_divergence(const ModelCase& m);
 
+// The same for hf-main's SDPA path (S1: the softcap is dropped).
+std::optional<Divergence> known_sdpa_divergence(const ModelCase& m);
+
 // The upstream report whose symptom an error message of a real release is ("transformers#39814: ..."), so that
 // `flashcheck hf-live` names a known bug by its issue; nullopt for messages no report describes.
 std::optional<std::string> upstream_symptom(std::string_view error);

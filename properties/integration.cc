@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 
 #include "core/compare.h"
 #include "oracles/hf_eager.h"
+#include "oracles/hf_sdpa_path.h"
 
 namespace flashcheck {
 namespace {
@@ -20,43 +22,37 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
   return check_integration(profile, k, m, materialize(m), defect);
 }
 
-IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
-                                    hf::PathDefect defect) {
-  const auto start = std::chrono::steady_clock::now();
-  IntegrationResult r;
+IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const ModelCase& m, hf::PathDefect defect) {
+  return check_sdpa_integration(profile, k, m, materialize(m), defect);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Names a failure that is a documented divergence of the profile (with a defect, only where the intact path
+// fails the same way: the defect must change the outcome to be seen), then stamps the time.
+IntegrationResult finish(IntegrationResult r, hf::Profile profile, hf::PathDefect defect, Clock::time_point start,
+                         const std::function<std::optional<hf::Divergence>()>& known,
+                         const std::function<Verdict()>& intact) {
   Verdict& v = r.verdict;
-  v.property = "integration";
-  v.kernel = fmt::format("{}@{}", hf::to_string(profile), k.name());
-  auto finish = [&]() -> IntegrationResult {
-    if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && hf::profile_spec(profile).documented_divergences) {
-      r.known = hf::known_divergence(m);
-      if (r.known && defect != hf::PathDefect::kNone) {
-        const Verdict intact = check_integration(profile, k, m, t).verdict;
-        if (intact.kind != v.kind || intact.reason.find(v.reason) == std::string::npos) r.known.reset();
-      }
-      if (r.known) v.reason = fmt::format("known divergence {} ({}): {}", r.known->id, r.known->what, v.reason);
+  if (v.kind != VerdictKind::kPass && v.kind != VerdictKind::kUnsupported && hf::profile_spec(profile).documented_divergences) {
+    r.known = known();
+    if (r.known && defect != hf::PathDefect::kNone) {
+      const Verdict ok = intact();
+      if (ok.kind != v.kind || ok.reason.find(v.reason) == std::string::npos) r.known.reset();
     }
-    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return r;
-  };
-
-  const hf::FlashPlan plan = hf::plan_flash_path(profile, m, defect);
-  r.branch = plan.branch;
-  const hf::FlashRun run = hf::run_flash_path(plan, m, t, k);
-  if (run.kind != VerdictKind::kPass) {
-    v.kind = run.kind;
-    v.reason = run.kind == VerdictKind::kError && plan.branch == hf::FlashBranch::kError
-                   ? "transformers raises: " + run.reason
-                   : run.reason;
-    return finish();
+    if (r.known) v.reason = fmt::format("known divergence {} ({}): {}", r.known->id, r.known->what, v.reason);
   }
-  if (plan.out_len != m.q_len) {
-    v.kind = VerdictKind::kError;
-    v.reason = fmt::format("the flash path returns {} rows per sequence for a {}-token query: the model's reshape fails",
-                           plan.out_len, m.q_len);
-    return finish();
-  }
+  v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
 
+// The integration rule on a path's output `out` ([B * Lq, Hq, D]); `row_source` (the flash plan's, or null when
+// the path writes every row) marks rows the path never wrote or zero-filled.
+void judge_output(IntegrationResult& r, hf::Profile profile, const ModelCase& m, const ModelTensors& t,
+                  const std::vector<double>& out, const std::vector<std::int64_t>* row_source) {
+  Verdict& v = r.verdict;
   const hf::EagerResult eager = hf::eager_attention(m, t, profile);
   const hf::ExactAttention exact = hf::exact_attention(m, t, eager.mask);
   const std::int64_t H = m.heads, D = m.head_dim;
@@ -70,7 +66,7 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
         ++r.rows_skipped;
         continue;
       }
-      const std::int64_t src = plan.row_source[row];
+      const std::int64_t src = row_source ? (*row_source)[row] : 0;
       if (src == hf::kUnwritten || src == hf::kZeroRow) {
         ++(src == hf::kUnwritten ? r.rows_unwritten : r.rows_zeroed);
         if (first_bad_row < 0) first_bad_row = static_cast<std::int64_t>(row);
@@ -81,7 +77,7 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
         for (std::int64_t d = 0; d < D; ++d) {
           const std::size_t at = (row * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)) * static_cast<std::size_t>(D) +
                                  static_cast<std::size_t>(d);
-          const double f = run.out[at], e = eager.out.data[at], x = exact.out[at];
+          const double f = out[at], e = eager.out.data[at], x = exact.out[at];
           ++cmp.compared;
           double err = std::fabs(f - x);
           if (!std::isfinite(f)) {
@@ -117,7 +113,62 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
     v.reason = fmt::format("max error {:.3g} against the exact attention exceeds {:.3g} ({} x eager's {:.3g} + floor)",
                            cmp.err_max, cmp.bound, kIntegrationK, cmp.base_max);
   v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
-  return finish();
+}
+
+}  // namespace
+
+IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
+                                    hf::PathDefect defect) {
+  const auto start = Clock::now();
+  IntegrationResult r;
+  Verdict& v = r.verdict;
+  v.property = "integration";
+  v.kernel = fmt::format("{}@{}", hf::to_string(profile), k.name());
+  auto done = [&]() {
+    return finish(std::move(r), profile, defect, start, [&] { return hf::known_divergence(m); },
+                  [&] { return check_integration(profile, k, m, t).verdict; });
+  };
+
+  const hf::FlashPlan plan = hf::plan_flash_path(profile, m, defect);
+  r.branch = plan.branch;
+  const hf::FlashRun run = hf::run_flash_path(plan, m, t, k);
+  if (run.kind != VerdictKind::kPass) {
+    v.kind = run.kind;
+    v.reason = run.kind == VerdictKind::kError && plan.branch == hf::FlashBranch::kError
+                   ? "transformers raises: " + run.reason
+                   : run.reason;
+    return done();
+  }
+  if (plan.out_len != m.q_len) {
+    v.kind = VerdictKind::kError;
+    v.reason = fmt::format("the flash path returns {} rows per sequence for a {}-token query: the model's reshape fails",
+                           plan.out_len, m.q_len);
+    return done();
+  }
+  judge_output(r, profile, m, t, run.out, &plan.row_source);
+  return done();
+}
+
+IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
+                                         hf::PathDefect defect) {
+  const auto start = Clock::now();
+  IntegrationResult r;
+  Verdict& v = r.verdict;
+  v.property = "integration-sdpa";
+  const hf::SdpaPlan plan = hf::plan_sdpa_path(profile, m, defect);
+  v.kernel = fmt::format("{}@sdpa-{}", hf::to_string(profile), k.on_device() ? "cuda" : "cpu");
+  auto done = [&]() {
+    return finish(std::move(r), profile, defect, start, [&] { return hf::known_sdpa_divergence(m); },
+                  [&] { return check_sdpa_integration(profile, k, m, t).verdict; });
+  };
+  const hf::SdpaRun run = hf::run_sdpa_path(plan, m, t, k.on_device());
+  if (run.kind != VerdictKind::kPass) {
+    v.kind = run.kind;
+    v.reason = plan.raises && run.kind == VerdictKind::kError ? "transformers raises: " + run.reason : run.reason;
+    return done();
+  }
+  judge_output(r, profile, m, t, std::vector<double>(run.out.begin(), run.out.end()), nullptr);
+  return done();
 }
 
 }  // namespace flashcheck

@@ -8,6 +8,9 @@
 // is the fp64 attention under eager's own mask. Eager plays the role of the low-precision
 // baseline in the conformance rule; docs/TOLERANCE.md gives the calibration. Rows the path never writes,
 // rows it zero-fills and NaN fail outright; padded query rows and rows without keys are not compared.
+//
+// The same rule judges transformers' SDPA path (oracles/hf_sdpa_path.h: torch's scaled_dot_product_attention
+// under the mask, or the is_causal shortcut, that the profile's release passes): check_sdpa_integration.
 #pragma once
 
 #include <optional>
@@ -39,5 +42,12 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
                                     hf::PathDefect defect = hf::PathDefect::kNone);
 IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelCase& m,
                                     hf::PathDefect defect = hf::PathDefect::kNone);
+
+// The SDPA path of the profile's releases. It calls torch's SDPA, not `k`: the kernel only says where (on the
+// GPU when k runs there). Verdict property "integration-sdpa", kernel "<profile>@sdpa-cpu" (or sdpa-cuda).
+IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const ModelCase& m, const ModelTensors& t,
+                                         hf::PathDefect defect = hf::PathDefect::kNone);
+IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const ModelCase& m,
+                                         hf::PathDefect defect = hf::PathDefect::kNone);
 
 }  // namespace flashcheck

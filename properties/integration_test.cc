@@ -115,5 +115,45 @@ TEST(Integration, ABrokenKernelUnderACorrectPathFails) {
   EXPECT_GT(rc.verdict.cmp->err_max, rc.verdict.cmp->bound);
 }
 
+// The SDPA path (integration-sdpa): the release's SDPA call passes where it attends the right keys in bf16,
+// the dropped softcap is the documented divergence S1, and a planted SDPA defect fails as a finding.
+TEST(IntegrationSdpa, Bf16MainPassesMaskedAndShortcutCalls) {
+  ModelCase padded = base(2, 3, 4);
+  padded.attention_mask = Rows{{0, 0, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1}};
+  ModelCase window = base(1, 9);
+  window.sliding_window = 4;
+  for (const ModelCase& m : {base(2, 6), base(2, 1, 8), padded, window}) {
+    const IntegrationResult r = check_sdpa_integration(Profile::kHfMain, tiled(), m);
+    EXPECT_EQ(r.verdict.kind, VerdictKind::kPass) << summary(m) << ": " << describe(r.verdict);
+    EXPECT_EQ(r.verdict.property, "integration-sdpa");
+    EXPECT_EQ(r.verdict.kernel, "hf-main@sdpa-cpu");
+    EXPECT_GT(r.rows_compared, 0);
+  }
+}
+
+TEST(IntegrationSdpa, ADroppedSoftcapIsKnownDivergenceS1) {
+  ModelCase m = base(1, 6);
+  m.softcap = 0.5;  // far below the logits: capping changes every row
+  m.data.q_scale = 4;
+  const IntegrationResult r = check_sdpa_integration(Profile::kHfMain, tiled(), m);
+  EXPECT_EQ(r.verdict.kind, VerdictKind::kFail) << describe(r.verdict);
+  ASSERT_TRUE(r.known.has_value()) << describe(r.verdict);
+  EXPECT_EQ(r.known->id, "S1");
+  EXPECT_FALSE(check_sdpa_integration(Profile::kHf456, tiled(), m).known.has_value());  // only hf-main lists them
+}
+
+TEST(IntegrationSdpa, PlantedDefectsFailAsFindings) {
+  ModelCase window = base(1, 9);
+  window.sliding_window = 3;
+  const IntegrationResult lost = check_sdpa_integration(Profile::kHfMain, tiled(), window, PathDefect::kSdpaWindowLost);
+  EXPECT_EQ(lost.verdict.kind, VerdictKind::kFail) << describe(lost.verdict);
+  EXPECT_FALSE(lost.known.has_value());
+  ModelCase padded = base(1, 5);
+  padded.attention_mask = Rows{{0, 0, 1, 1, 1}};
+  const IntegrationResult ignored =
+      check_sdpa_integration(Profile::kHfMain, tiled(), padded, PathDefect::kSdpaIgnoresPadding);
+  EXPECT_EQ(ignored.verdict.kind, VerdictKind::kFail) << describe(ignored.verdict);
+}
+
 }  // namespace
 }  // namespace flashcheck

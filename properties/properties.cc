@@ -474,7 +474,7 @@ const std::vector<const Property*>& all_properties() {
 const Property* find_property(std::string_view name) {
   for (const Property* p : all_properties())
     if (p->name() == name) return p;
-  if (name == "integration") return &integration_on_hf_main();
+  if (const auto path = integration_path(name)) return &integration_on_hf_main(*path);
   return nullptr;
 }
 

@@ -57,7 +57,7 @@ class Property {
 
 // The kernel-level properties, conformance first (what `--property all` and the gate's kernel runs mean).
 const std::vector<const Property*>& all_properties();
-// Any property by name; "integration" is the integration property on hf-main.
+// Any property by name; "integration" (and "integration-sdpa") is the integration property on hf-main.
 const Property* find_property(std::string_view name);
 
 }  // namespace flashcheck

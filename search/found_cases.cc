@@ -76,10 +76,10 @@ std::string save_finding(const std::string& dir, const Kernel& k, const Property
   if (f.model_case) {
     const std::string profile(p.profile());
     fx.path = (fs::path(dir) / (content_hash(*f.model_case) + ".json")).string();
-    fx.title = fmt::format("integration {} on {} @ {}: {}", to_string(f.verdict.kind), profile, k.name(),
+    fx.title = fmt::format("{} {} on {} @ {}: {}", p.name(), to_string(f.verdict.kind), profile, k.name(),
                            summary(*f.model_case));
     fx.profiles = {profile};
-    fx.found_by = fmt::format("flashcheck fuzz --kernel {} --property integration --profile {} --seed {}", k.name(),
+    fx.found_by = fmt::format("flashcheck fuzz --kernel {} --property {} --profile {} --seed {}", k.name(), p.name(),
                               profile, seed);
     ModelFixtureCase mc;
     mc.mcase = *f.model_case;

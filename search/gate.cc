@@ -105,11 +105,18 @@ GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kern
     g.ran_mutants = true;
   }
 
-  // 4. Model level: the integration property on hf-main for every kernel, then the model-level mutants.
+  // 4. Model level: the integration property on hf-main for every kernel, transformers' SDPA path on hf-main
+  // once (it runs torch's SDPA, not the kernel: the first kernel only says where), then the model-level mutants.
   const Property& integration = integration_on_hf_main();
   for (Kernel* k : kernels) {
     const FuzzReport r = run_fuzz_isolated(*k, integration, options(plan.seed));
     log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration.label(), gate_line(r)));
+    g.runs.push_back(r);
+  }
+  if (!kernels.empty()) {
+    const Property& sdpa = integration_on_hf_main(hf::HfPath::kSdpa);
+    const FuzzReport r = run_fuzz_isolated(*kernels.front(), sdpa, options(plan.seed));
+    log(fmt::format("gate: {:<16} {:<19} {}", "torch-sdpa", sdpa.label(), gate_line(r)));
     g.runs.push_back(r);
   }
   if (plan.mutants)

@@ -90,16 +90,18 @@ bool is_model_mutant(const std::string& name) {
   return false;
 }
 
-std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o) {
+std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o,
+                                         const std::vector<hf::HfPath>& paths) {
   Kernel* tiled = builtin_registry().find("tiled-cpu");
   std::vector<MutantRow> rows;
   for (const hf::PathDefectInfo& d : hf::path_defects()) {
     if (!names.empty() && std::find(names.begin(), names.end(), d.name) == names.end()) continue;
+    if (!paths.empty() && std::find(paths.begin(), paths.end(), d.path) == paths.end()) continue;
     MutantRow row;
     row.mutant = std::string(d.name);
     row.description = std::string(d.description);
     row.imitates = std::string(d.imitates);
-    const std::unique_ptr<Property> p = integration_property(hf::Profile::kHfMain, d.defect);
+    const std::unique_ptr<Property> p = integration_property(hf::Profile::kHfMain, d.defect, d.path);
     const FuzzReport r = hunt(*tiled, *p, o);
     row.seconds = r.seconds;
     if (!r.findings.empty()) add_kill(row, kill_of(*p, r));

@@ -13,6 +13,7 @@
 #include "core/model_case.h"
 #include "core/verdict.h"
 #include "kernels/kernel.h"
+#include "oracles/hf_path_defects.h"
 
 namespace flashcheck {
 
@@ -48,9 +49,11 @@ struct MutantMatrixOptions {
 
 std::vector<MutantRow> run_mutant_matrix(const std::vector<Kernel*>& mutants, const MutantMatrixOptions& o);
 
-// The model-level mutants (oracles/hf_path_defects.h PathDefect: integration bugs of transformers' flash
-// path), each run with the integration property on hf-main and tiled-cpu. `names` selects some (empty: all).
-std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o);
+// The model-level mutants (oracles/hf_path_defects.h PathDefect: integration bugs of transformers' flash or SDPA
+// path), each run with its path's integration property on hf-main and tiled-cpu. `names` selects some, `paths`
+// the paths (empty: all).
+std::vector<MutantRow> run_model_mutants(const std::vector<std::string>& names, const MutantMatrixOptions& o,
+                                         const std::vector<hf::HfPath>& paths = {});
 bool is_model_mutant(const std::string& name);
 
 nlohmann::json to_json(const std::vector<MutantRow>& rows);

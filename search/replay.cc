@@ -40,7 +40,7 @@ std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths) {
     if (files.empty()) throw InputError(p, "", "no fixture files (*.json) in this folder");
     for (const std::string& file : files) {
       Fixture fx = load_fixture(file);
-      const bool model_only = fx.cases.empty() && fx.property == "integration";
+      const bool model_only = fx.cases.empty() && integration_path(fx.property).has_value();
       if (!model_only && !find_property(fx.property))
         throw InputError(file, "property", "unknown property \"" + fx.property + "\"");
       for (std::size_t i = 0; i < fx.cases.size(); ++i)
@@ -82,7 +82,9 @@ std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, 
   auto run = [&](std::size_t j) -> std::vector<Verdict> {
     if (jobs[j].profile) {
       const AnyCase c = jobs[j].fixture->model_cases[jobs[j].case_index].mcase;
-      return {integration_property(*jobs[j].profile)->judge(*jobs[j].kernel, c).verdict};
+      // A fixture of "integration-sdpa" replays the SDPA path; any other, the flash path.
+      const hf::HfPath path = integration_path(jobs[j].fixture->property).value_or(hf::HfPath::kFlash);
+      return {integration_property(*jobs[j].profile, hf::PathDefect::kNone, path)->judge(*jobs[j].kernel, c).verdict};
     }
     const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
     const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));

@@ -20,6 +20,12 @@ layer's own cache update returns them:
          `flash` record: branch, cu_seqlens_q/k, max_seqlen_q/k, causal, window_size, softcap, softmax_scale
          (within 4 double ulps) and `flash_rows` exactly; a transformers exception must meet branch "error" with
          a message contained in Python's "ExceptionType: message".
+  sdpa   the same mask builder with _attn_implementation "sdpa" (masking_utils.sdpa_mask, which may skip the mask),
+         then integrations.sdpa_attention.sdpa_attention_forward with the softcap kwarg a Gemma2 layer passes, with
+         torch.nn.functional.scaled_dot_product_attention wrapped to record its call. Compared with the C++ `sdpa`
+         record: whether a mask was passed, is_causal, the number of keys, how GQA reached SDPA (enable_gqa,
+         repeat_kv, pack_gqa) exactly, and `sdpa_out` within 1 ulp (the C++ calls the same ATen op); a transformers
+         exception must meet branch "error" with a message contained in it. Skipped for exports without `sdpa`.
 
 --sliding-cache model builds sliding-window caches as Mistral/Gemma2 do (last W-1 past columns only).
 A kernel call that would read outside its tensors (FlashAttention does not check) or that FlashAttention would
@@ -457,6 +463,92 @@ def check_flash(torch, release, case, verbose, show=False):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# SDPA: the real sdpa_attention_forward, its call to torch's SDPA recorded
+
+
+class SdpaRecorder:
+    """Wraps torch.nn.functional.scaled_dot_product_attention (sdpa_attention_forward looks it up at call time):
+    records each call's mask, is_causal, key length, enable_gqa and head counts, then runs the real op."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.real = torch.nn.functional.scaled_dot_product_attention
+        self.calls = []
+
+    def __enter__(self):
+        real, calls = self.real, self.calls
+
+        def recording(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
+                      **kw):
+            calls.append({"mask": attn_mask is not None, "is_causal": bool(is_causal), "keys": int(key.shape[-2]),
+                          "enable_gqa": bool(enable_gqa), "q_heads": int(query.shape[1]), "k_heads": int(key.shape[1]),
+                          "q_rows": int(query.shape[2])})
+            return real(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                        enable_gqa=enable_gqa, **kw)
+
+        self.torch.nn.functional.scaled_dot_product_attention = recording
+        return self
+
+    def __exit__(self, *exc):
+        self.torch.nn.functional.scaled_dot_product_attention = self.real
+        return False
+
+
+def sdpa_gqa_kind(case, call):
+    """How GQA reached SDPA in a recorded call, named as the C++ plan names it."""
+    if case.Hq == case.Hkv:
+        return "none"
+    if call["enable_gqa"]:
+        return "enable_gqa"
+    if call["q_heads"] == case.Hkv and call["q_rows"] == case.Hq // case.Hkv:
+        return "pack_gqa"
+    return "repeat_kv" if call["k_heads"] == case.Hq else f"unknown (q heads {call['q_heads']}, k heads {call['k_heads']})"
+
+
+def check_sdpa(torch, release, case, verbose):
+    exp = case.entry.get("sdpa")
+    if exp is None:
+        return True, "sdpa n/a (export without sdpa)", ""
+    try:
+        with SdpaRecorder(torch) as rec:
+            out = release.run_sdpa(case)
+    except hfapi.NotInRelease as e:
+        return True, f"sdpa n/a ({e})", ""
+    except hfapi.ApiBreak as e:
+        return False, f"sdpa: the harness cannot drive this release ({e})", ""
+    except Exception as e:  # noqa: BLE001
+        msg = f"{type(e).__name__}: {e}"
+        if exp.get("branch") == "error" and exp.get("error") and exp["error"] in msg:
+            return True, "sdpa ok (error)", ""
+        detail = traceback.format_exc().rstrip() if verbose else f"    sdpa: C++ {json.dumps(exp)}"
+        return False, f"sdpa MISMATCH (transformers raised {msg})", detail
+    if exp.get("branch") == "error":
+        return False, "sdpa MISMATCH (C++ error, transformers ran)", f"    sdpa: C++ error {exp.get('error')!r}"
+    if len(rec.calls) != 1:
+        return False, f"sdpa MISMATCH ({len(rec.calls)} SDPA calls recorded)", ""
+    call = rec.calls[0]
+    got = {"mask": call["mask"], "is_causal": call["is_causal"], "keys": call["keys"], "gqa": sdpa_gqa_kind(case, call)}
+    diffs = [k for k in got if exp.get(k) != got[k]]
+    details = [f"    sdpa: {k} C++ {exp.get(k)!r}, transformers {got[k]!r}" for k in diffs]
+    want = case.t.get("sdpa_out")
+    if want is None:
+        diffs.append("sdpa_out")
+        details.append("    sdpa: the tensors file has no 'sdpa_out'")
+    else:
+        out = out.to(want.dtype).contiguous()
+        # Rows that see no key are NaN or 0 depending on the CPU kernel; neither path compares them.
+        bitwise, max_ulp, idx, g, w = ulp_compare(torch, want, out)
+        if not bitwise and max_ulp > 1:
+            diffs.append("sdpa_out")
+            where = "" if idx is None else f" at {unravel(idx, list(out.shape))}: C++ {g!r}, transformers {w!r}"
+            details.append(f"    sdpa: sdpa_out max {max_ulp:g} ulp{where}")
+    if diffs:
+        return False, f"sdpa MISMATCH ({', '.join(diffs)})", "\n".join(details)
+    how = "mask" if call["mask"] else ("is_causal" if call["is_causal"] else "no mask")
+    return True, f"sdpa ok ({how}{'' if bitwise else ', 1 ulp'})", ""
+
+
+# ------------------------------------------------------------------------------------------------------------
 
 
 def manifest_releases(root):
@@ -495,6 +587,8 @@ def main(argv=None):
     ap.add_argument("--show", action="store_true", help="print transformers' kernel call and flash rows for every case")
     ap.add_argument("--quiet", "-q", action="store_true",
                     help="print only the cases that differ (with details) and the summary")
+    ap.add_argument("--no-sdpa", dest="sdpa", action="store_false",
+                    help="compare eager and the flash dispatch only (not the SDPA path)")
     ap.add_argument("--any-version", action="store_true",
                     help="run even if the installed transformers is outside the release range of the export's profile")
     args = ap.parse_args(argv)
@@ -525,8 +619,8 @@ def main(argv=None):
     transformers.logging.set_verbosity_error()
 
     n_ok = n_bad = n_input = n_na = 0
-    eager_fail = flash_fail = 0
-    branches = {}
+    eager_fail = flash_fail = sdpa_fail = 0
+    branches, sdpa_kinds = {}, {}
     for entry in cases:
         name = entry["name"]
         if args.only and not re.search(args.only, name):
@@ -539,29 +633,38 @@ def main(argv=None):
             continue
         e_ok, e_msg, e_detail = check_eager(torch, release, case, args.verbose)
         f_ok, f_msg, f_detail = check_flash(torch, release, case, args.verbose, args.show)
+        s_ok, s_msg, s_detail = check_sdpa(torch, release, case, args.verbose) if args.sdpa else (True, "", "")
         if e_ok is None:  # the release has no such eager layer: only the flash plan is compared
             n_na += 1
             e_ok = True
-        status = "ok  " if e_ok and f_ok else "FAIL"
+        status = "ok  " if e_ok and f_ok and s_ok else "FAIL"
         m = re.search(r"\((\w+)", f_msg)
         branch = m.group(1) if m else "?"
         branches[branch] = branches.get(branch, 0) + 1
+        if s_msg:
+            sdpa_kinds[s_msg] = sdpa_kinds.get(s_msg, 0) + 1 if s_ok else sdpa_kinds.get(s_msg, 0)
         if not args.quiet or status == "FAIL":
-            print(f"{status}  {name}: {e_msg}; {f_msg}")
+            print(f"{status}  {name}: {e_msg}; {f_msg}" + (f"; {s_msg}" if s_msg else ""))
         if args.verbose or (args.quiet and status == "FAIL"):
-            for d in (e_detail, f_detail):
+            for d in (e_detail, f_detail, s_detail):
                 if d:
                     print(d)
-        if e_ok and f_ok:
+        sdpa_fail += not s_ok
+        if e_ok and f_ok and s_ok:
             n_ok += 1
         else:
             n_bad += 1
         eager_fail += not e_ok
         flash_fail += not f_ok
     total = n_ok + n_bad + n_input
-    print(f"hf_crosscheck: {total} cases, {n_ok} agree, {n_bad} differ (eager {eager_fail}, flash {flash_fail}), "
-          f"{n_input} bad input, {n_na} without eager in this release; flash branches " +
-          ", ".join(f"{k} {v}" for k, v in sorted(branches.items())) + f"; transformers {transformers.__version__}, torch {torch.__version__}")
+    sdpa_summary = ""
+    if args.sdpa:
+        sdpa_summary = f"; sdpa agrees on {sum(sdpa_kinds.values())} (" + ", ".join(
+            f"{k.removeprefix('sdpa ')} {v}" for k, v in sorted(sdpa_kinds.items()) if v) + ")"
+    print(f"hf_crosscheck: {total} cases, {n_ok} agree, {n_bad} differ (eager {eager_fail}, flash {flash_fail}, "
+          f"sdpa {sdpa_fail}), {n_input} bad input, {n_na} without eager in this release; flash branches " +
+          ", ".join(f"{k} {v}" for k, v in sorted(branches.items())) + sdpa_summary +
+          f"; transformers {transformers.__version__}, torch {torch.__version__}")
     if n_input:
         return EXIT_BAD_INPUT
     return EXIT_MISMATCH if n_bad else EXIT_OK

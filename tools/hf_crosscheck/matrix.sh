@@ -4,7 +4,7 @@
 # (tools/hf_live/install_release.sh, never into the build's venv), `flashcheck export --profile P` of the fixtures'
 # model cases, the realistic scenarios (tools/hf_crosscheck/scenarios) and N generated cases (default 150, seed 1),
 # then crosscheck.py under that release (eager bitwise, the flash dispatch call by call, generate()'s own kwargs
-# where the release derives them). Prints a markdown table (release, profile, cases, agree) and writes it to FILE
+# where the release derives them, the SDPA path's call and output). Prints a markdown table (release, profile, cases, agree) and writes it to FILE
 # (default build/hf-matrix.md). Exit 1 when any release disagrees with its profile, 2 on set-up failure.
 #   default: one release per profile (CI, ci/test.sh); --long: every release below (docs/TRANSFORMERS.md).
 # Profiles of no release (hf-2025-08: a main-branch state; fastchat-2023: a downstream patch) are not in the matrix.
@@ -42,10 +42,12 @@ for pair in "${pairs[@]}"; do
   p=${pair%%:*}
   v=${pair##*:}
   dir=build/hf-matrix/$p
-  if [ ! -f "$dir/manifest.json" ] || [ "$(cat "$dir/.cases" 2>/dev/null)" != "$cases" ]; then
+  # The stamp names the export's contents too: an export written before the SDPA records would skip that check.
+  stamp="$cases cases, flash+sdpa"
+  if [ ! -f "$dir/manifest.json" ] || [ "$(cat "$dir/.cases" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$dir"
     "$cli" export --out "$dir" --fixtures fixtures tools/hf_crosscheck/scenarios --generated "$cases" --seed 1 --profile "$p" >/dev/null
-    echo "$cases" > "$dir/.cases"
+    echo "$stamp" > "$dir/.cases"
   fi
   set +e
   summary=$(tools/hf_live/python.sh "$v" tools/hf_crosscheck/crosscheck.py "$dir" --quiet 2>&1 | tee "build/hf-matrix/$p-$v.log" | tail -1)

@@ -499,6 +499,26 @@ def main():
     report(f"corrupted export -> exit {rc} (want 1), differing {sorted(failing)} (want {sorted(want)})",
            rc == 1 and failing == want, text)
 
+    # 3b: SDPA records that misstate transformers' call must differ (hand-written exports carry no SDPA records,
+    # and a case without one is not compared)
+    d3b = os.path.join(base, "sdpa-wrong")
+    shutil.rmtree(d3b, ignore_errors=True)
+    shutil.copytree(d1, d3b)
+    with open(os.path.join(d3b, "manifest.json")) as f:
+        m3 = json.load(f)
+    for e in m3["cases"]:
+        if e["name"] == "no-mask":  # 5.17.0 skips the mask and passes is_causal=True
+            e["sdpa"] = {"branch": "call", "mask": True, "is_causal": False, "keys": e["case"]["q_len"], "gqa": "none",
+                         "softcap_dropped": False}
+        elif e["name"] == "softcap":  # 5.17.0 swallows the softcap and runs
+            e["sdpa"] = {"branch": "error", "error": "`sdpa` attention does not support `softcap`"}
+    with open(os.path.join(d3b, "manifest.json"), "w") as f:
+        json.dump(m3, f, indent=1)
+    rc, failing, text = run_check(d3b)
+    want = {"no-mask", "softcap"}
+    report(f"wrong SDPA records -> exit {rc} (want 1), differing {sorted(failing)} (want {sorted(want)})",
+           rc == 1 and failing == want, text)
+
     # 4: bad input
     d4 = os.path.join(base, "bad-schema")
     shutil.rmtree(d4, ignore_errors=True)

@@ -168,6 +168,7 @@ class Release:
     sliding_cache = "full"
     last_flash_mask = None  # what run_flash passed, for the cross-check's branch label
     last_flash_kwargs = None
+    last_sdpa_mask = None  # what run_sdpa passed to the attention function
 
     def __init__(self, flash=True):
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -311,8 +312,10 @@ class Release:
             fn = getattr(mu, name, None)
             if fn is None:
                 raise ApiBreak(f"masking_utils.{name} is missing")
-            kwargs = {"config": cfg, "attention_mask": case.mask2d, "past_key_values": cache,
-                      "position_ids": case.pos_mask}
+            # A model always passes position_ids (its default is cache_position.unsqueeze(0)): v4.53.3 - v4.57's
+            # find_packed_sequence_indices then answers even for one sequence, which keeps SDPA's mask.
+            pos = case.pos_mask if case.pos_mask is not None else case.default_position_ids(torch)
+            kwargs = {"config": cfg, "attention_mask": case.mask2d, "past_key_values": cache, "position_ids": pos}
             kwargs["inputs_embeds" if _has_param(fn, "inputs_embeds") else "input_embeds"] = embeds
             if _has_param(fn, "cache_position"):
                 kwargs["cache_position"] = cache_position
@@ -464,6 +467,9 @@ class Release:
         kwargs = {"dropout": 0.0, "scaling": case.scaling, "position_ids": case.model_position_ids(torch)}
         if case.W is not None:
             kwargs["sliding_window"] = int(case.W)
+        if case.softcap is not None:
+            kwargs["softcap"] = float(case.softcap)  # as Gemma2's attention passes it to every implementation
+        self.last_sdpa_mask = mask
         with torch.no_grad():
             out, _ = fn(module, case.q.transpose(1, 2), k, v, mask, **kwargs)
         return out
