@@ -64,22 +64,28 @@ void DeviceCase::upload_metadata(Staging& st, bool with_row_maps) {
     at_table = st.add(flat);
   }
   if (with_row_maps) {
-    std::vector<RowMap> q_rows, k_rows, new_rows;
+    // What every storage row holds, in the order the host's materialize writes (a later write wins), so
+    // that one launch can fill each tensor completely, poison rows included.
+    const std::vector<std::int64_t> kv_shape = shape_of(c_, g_, TensorId::kK, false);
+    std::vector<RowSource> q_rows(static_cast<std::size_t>(g_.q_rows), RowSource{-1, 0});
+    std::vector<RowSource> k_rows(static_cast<std::size_t>(c_.kv_storage == KvStorage::kPaged ? kv_shape[0] * kv_shape[1] : kv_shape[0]),
+                                  RowSource{-1, 0});
+    std::vector<RowSource> new_rows(static_cast<std::size_t>(c_.kv_cache ? g_.total_new : 0), RowSource{-1, 0});
     for (std::size_t bi = 0; bi < c_.seqs.size(); ++bi) {
       const SeqGeometry& s = g_.seqs[bi];
       const auto b = static_cast<std::int32_t>(bi);
-      for (std::int64_t i = 0; i < s.lq; ++i) q_rows.push_back({s.q_start + i, b, static_cast<std::int32_t>(i)});
+      for (std::int64_t i = 0; i < s.lq; ++i) q_rows[static_cast<std::size_t>(s.q_start + i)] = {b, static_cast<std::int32_t>(i)};
       const std::int64_t cached_end = c_.kv_cache ? c_.seqs[bi].cache_len : s.kv_end;
       for (std::int64_t p = s.p0; p < cached_end; ++p) {
         const std::int64_t row = c_.kv_storage == KvStorage::kPaged
                                      ? static_cast<std::int64_t>(table[bi][static_cast<std::size_t>(p / c_.paging.page_size)]) *
                                                c_.paging.page_size + p % c_.paging.page_size
                                      : s.k_start + p;
-        k_rows.push_back({row, b, static_cast<std::int32_t>(p)});
+        k_rows[static_cast<std::size_t>(row)] = {b, static_cast<std::int32_t>(p)};
       }
       if (c_.kv_cache)
         for (std::int64_t n = 0; n < c_.seqs[bi].new_len; ++n)
-          new_rows.push_back({s.new_start + n, b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)});
+          new_rows[static_cast<std::size_t>(s.new_start + n)] = {b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)};
     }
     st.q_rows = st.add(q_rows);
     st.k_rows = st.add(k_rows);
@@ -101,16 +107,20 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
   Staging st;
   upload_metadata(st, true);
   const float poison = c_.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+  TensorFill fills[kMaxTensorFills];
+  int n_fills = 0;
   auto make = [&](const char* name, TensorId t, bool is_new, std::size_t rows_at, std::size_t n_rows, float fill) -> float* {
-    const auto shape = shape_of(c_, g_, t, is_new);
-    const std::size_t n = numel(shape);
-    auto* dst = slot_of<float>(slot_ + "." + name, n);
-    fill_value(dst, n, fill);
-    const std::int64_t heads = t == TensorId::kQ ? c_.heads : c_.kv_heads;
-    const std::int64_t dim = t == TensorId::kV ? c_.v_head_dim : c_.head_dim;
-    const double scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
-    fill_recipe_mapped(dst, reinterpret_cast<const RowMap*>(base_ + rows_at), n_rows, c_.data, t, scale, c_.dtype,
-                       static_cast<std::uint32_t>(heads), static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot);
+    auto* dst = slot_of<float>(slot_ + "." + name, numel(shape_of(c_, g_, t, is_new)));
+    TensorFill& f = fills[n_fills++];
+    f.dst = dst;
+    f.rows = reinterpret_cast<const RowSource*>(base_ + rows_at);
+    f.n_rows = static_cast<std::int64_t>(n_rows);
+    f.heads = static_cast<std::uint32_t>(t == TensorId::kQ ? c_.heads : c_.kv_heads);
+    f.dim = static_cast<std::uint32_t>(t == TensorId::kV ? c_.v_head_dim : c_.head_dim);
+    f.id = t;
+    f.scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
+    f.onehot = t == TensorId::kV && c_.data.v_onehot;
+    f.fill = fill;
     return dst;
   };
   in_.q = make("q", TensorId::kQ, false, st.q_rows, st.n_q, poison);  // slack rows keep the poison
@@ -120,6 +130,7 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     in_.k_new = make("k_new", TensorId::kK, true, st.new_rows, st.n_new, 0.0f);
     in_.v_new = make("v_new", TensorId::kV, true, st.new_rows, st.n_new, 0.0f);
   }
+  fill_tensors(fills, n_fills, c_.data, c_.dtype);
   check_last("materialize on device");
 }
 
