@@ -1,5 +1,7 @@
 #include "core/device/device_case.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -24,6 +26,34 @@ std::size_t numel(const std::vector<std::int64_t>& s) {
   return n;
 }
 
+// Whether every value the recipe can produce is finite in the case's dtype: the largest magnitude of each
+// distribution (core/recipe.h: Irwin-Hall normals lie below 2 sqrt(3) < 3.4642, integers in [-2, 2], large
+// ones up to 2^7 normals) times the tensor's scale, against the dtype's largest finite value.
+bool recipe_is_finite(const KernelCase& c) {
+  double bound = 1.0;
+  switch (c.data.dist) {
+    case Distribution::kNormal: bound = 3.4642; break;
+    case Distribution::kUniform: bound = 1.0; break;
+    case Distribution::kIntegers: bound = 2.0; break;
+    case Distribution::kLarge: bound = 3.4642 * 128.0; break;
+  }
+  const double largest = std::max({std::fabs(c.data.q_scale), std::fabs(c.data.k_scale), std::fabs(c.data.v_scale)}) * bound;
+  return largest < detail::format_of(c.dtype).max_finite / 2;
+}
+
+// Whether the rows of `h` that the sequences use (sources with b >= 0) hold finite values only; slack and
+// unused cache rows (poison) do not count.
+bool rows_are_finite(const HostTensor& h, const std::vector<RowSource>& rows) {
+  if (h.empty() || rows.empty()) return true;
+  const std::size_t per_row = h.data.size() / rows.size();
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].b < 0) continue;
+    for (std::size_t x = 0; x < per_row; ++x)
+      if (!std::isfinite(h.data[r * per_row + x])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct DeviceCase::Staging {
@@ -37,6 +67,7 @@ struct DeviceCase::Staging {
     return at;
   }
   std::size_t q_rows = 0, k_rows = 0, new_rows = 0;  // offsets of the row maps
+  std::vector<RowSource> q_src, k_src, new_src;      // the row maps themselves, on the host
   std::size_t n_q = 0, n_k = 0, n_new = 0;
 };
 
@@ -93,6 +124,9 @@ void DeviceCase::upload_metadata(Staging& st, bool with_row_maps) {
     st.n_q = q_rows.size();
     st.n_k = k_rows.size();
     st.n_new = new_rows.size();
+    st.q_src = std::move(q_rows);
+    st.k_src = std::move(k_rows);
+    st.new_src = std::move(new_rows);
   }
   auto* dev = slot_of<unsigned char>(slot_ + ".meta", st.bytes.size());
   copy_to_device(dev, st.bytes.data(), st.bytes.size());
@@ -131,12 +165,15 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     in_.v_new = make("v_new", TensorId::kV, true, st.new_rows, st.n_new, 0.0f);
   }
   fill_tensors(fills, n_fills, c_.data, c_.dtype);
+  finite_ = recipe_is_finite(c_);
   check_last("materialize on device");
 }
 
 DeviceCase::DeviceCase(const KernelCase& c, const CaseTensors& t, const std::string& slot) : c_(c), slot_(slot) {
   Staging st;
-  upload_metadata(st, false);
+  upload_metadata(st, true);
+  finite_ = rows_are_finite(t.q, st.q_src) && rows_are_finite(t.k, st.k_src) && rows_are_finite(t.v, st.k_src) &&
+            rows_are_finite(t.k_new, st.new_src) && rows_are_finite(t.v_new, st.new_src);
   auto up = [&](const char* name, const HostTensor& h) -> const float* {
     if (h.empty()) return nullptr;
     auto* dst = slot_of<float>(slot_ + "." + name, h.data.size());
