@@ -21,6 +21,24 @@ std::vector<T> draw(const rc::Gen<T>& gen, std::int64_t n, std::uint64_t seed) {
 
 std::vector<KernelCase> sample_standard_mix(std::int64_t n, std::uint64_t seed) { return draw(standard_mix_gen(), n, seed); }
 
+std::vector<KernelCase> realistic_mix(std::uint64_t seed) {
+  std::vector<KernelCase> out;
+  for (std::int64_t len : {2048, 8192, 32768})
+    for (bool windowed : {false, true}) {
+      KernelCase c;
+      c.dtype = DType::kBF16;
+      c.heads = 32;
+      c.kv_heads = 8;
+      c.head_dim = c.v_head_dim = 128;
+      c.causal = true;
+      if (windowed) c.window = {1024, 0};
+      for (std::int64_t b = 0; b < 32768 / len; ++b) c.seqs.push_back({.q_len = len, .k_len = len});
+      c.data.seed = seed + out.size();
+      out.push_back(c);
+    }
+  return out;
+}
+
 std::vector<KernelCase> sample_kernel_cases(const Contract& k, const CaseRequirements& req, std::int64_t n,
                                             std::uint64_t seed) {
   return draw(kernel_case_gen(k, req), n, seed);

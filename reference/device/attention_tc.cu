@@ -11,7 +11,7 @@
 //   most 22 significant bits, so every product is exact in fp32; only the accumulation rounds, as in the
 //   fp32 dot of the SIMT kernel. Tensor cores add a k-step of 16 products and the accumulator with one
 //   alignment and truncation (not round-to-nearest), so a k-step errs by at most ~2u of the magnitudes
-//   involved: d/16 steps give at most (d/16) 2u S_j, below the sqrt(d) S_j of the sensitivity for d <= 256.
+//   involved: d/16 steps give at most (d/16) 2u S_j, below the λ √d u S_j that the bound grants.
 // - P.V: V is exact in T, P is not. P' = P * kPScale is split into three T pieces hi + mid + lo
 //   (hi = rd(P'), mid = rd(P' - hi), lo = rd(P' - hi - mid); each difference is exact in fp32), which hold
 //   P' to 2^-25 relative in bf16 and exactly in fp16 (3 x 11 bits). Each piece times V is exact, so three
