@@ -26,6 +26,10 @@ std::size_t numel(const std::vector<std::int64_t>& s) {
   return n;
 }
 
+// Magnitudes from which a product of two inputs, summed over a head dim, could overflow fp32 (2^60 squared
+// is 2^120, times 256 terms 2^128): such cases are no tensor-core material.
+constexpr double kHugeInput = 0x1.0p60;
+
 // Whether every value the recipe can produce is finite in the case's dtype: the largest magnitude of each
 // distribution (core/recipe.h: Irwin-Hall normals lie below 2 sqrt(3) < 3.4642, integers in [-2, 2], large
 // ones up to 2^7 normals) times the tensor's scale, against the dtype's largest finite value.
@@ -38,10 +42,10 @@ bool recipe_is_finite(const KernelCase& c) {
     case Distribution::kLarge: bound = 3.4642 * 128.0; break;
   }
   const double largest = std::max({std::fabs(c.data.q_scale), std::fabs(c.data.k_scale), std::fabs(c.data.v_scale)}) * bound;
-  return largest < detail::format_of(c.dtype).max_finite / 2;
+  return largest < std::min(detail::format_of(c.dtype).max_finite / 2, kHugeInput);
 }
 
-// Whether the rows of `h` that the sequences use (sources with b >= 0) hold finite values only; slack and
+// Whether the rows of `h` that the sequences use (sources with b >= 0) hold finite, not huge values only; slack and
 // unused cache rows (poison) do not count.
 bool rows_are_finite(const HostTensor& h, const std::vector<RowSource>& rows) {
   if (h.empty() || rows.empty()) return true;
@@ -49,7 +53,7 @@ bool rows_are_finite(const HostTensor& h, const std::vector<RowSource>& rows) {
   for (std::size_t r = 0; r < rows.size(); ++r) {
     if (rows[r].b < 0) continue;
     for (std::size_t x = 0; x < per_row; ++x)
-      if (!std::isfinite(h.data[r * per_row + x])) return false;
+      if (!(std::fabs(h.data[r * per_row + x]) < kHugeInput)) return false;  // NaN and infinities fail too
   }
   return true;
 }
