@@ -100,7 +100,7 @@ if has bench; then
   # Issue 12: the realistic shapes with per-stage times (tensor-core reference, then the SIMT one for the
   # comparison), and the Python harness with flash-attn's test recipe on both mixes in the same visit.
   fc bench --kernel flash-fwd-varlen --mix realistic --cases 3 --warmup 1 > "$out/bench-realistic.txt" 2>&1
-  row "bench realistic (tensor cores)" "$(awk '$1 == "L" && $2 == 8192 && $5 != "win" {print "L 8192: kernel " $7 " ms, harness " $11 " ms, harness/kernel " $12}' "$out/bench-realistic.txt")"
+  row "bench realistic (tensor cores)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/bench-realistic.txt")"
   FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix realistic --cases 1 --warmup 1 > "$out/bench-realistic-simt.txt" 2>&1
   FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench-simt.txt" 2>&1
   row "bench flash-fwd-varlen (SIMT ref)" "$(grep ' cases/s ' "$out/bench-simt.txt" | tail -1)"

@@ -147,11 +147,13 @@ def standard_case(rng):
 
 
 def realistic_cases():
+    # search/samples.cc realistic_mix: H 32 / Hk 8 at L 2048 (B 8) and 8192 (B 2), H 16 / Hk 4 at L 32768 (B 1).
     for length in (2048, 8192, 32768):
         for windowed in (False, True):
-            b = 32768 // length
-            yield (f"L {length} B {b}{' win 1024' if windowed else ''}",
-                   ([length] * b, [length] * b, 32, 8, 128, True, (1024, 0) if windowed else (-1, -1)))
+            b = max(1, 16384 // length)
+            h, hk = (16, 4) if length > 16384 else (32, 8)
+            yield (f"L {length} B {b} H {h}{' win 1024' if windowed else ''}",
+                   ([length] * b, [length] * b, h, hk, 128, True, (1024, 0) if windowed else (-1, -1)))
 
 
 def main():
@@ -185,7 +187,7 @@ def main():
               f"{a.cases - passed} fail); {tokens:.0f} query tokens per case")
         status |= passed != a.cases
     if a.mix in ("realistic", "both"):
-        print(f"realistic shapes (bf16, H 32, Hk 8, d 128, causal), ms per case, mean of {a.runs} runs after 1 warm-up:")
+        print(f"realistic shapes (bf16, GQA 4:1, d 128, causal), ms per case, mean of {a.runs} runs after 1 warm-up:")
         cols = ["inputs", "kernel", "reference fp32", "baseline", "compare"]
         print(f"{'shape':<24} " + " ".join(f"{c:>14}" for c in cols) + f" {'harness':>10} {'h/kernel':>9}  verdicts")
         for name, c in realistic_cases():
