@@ -100,6 +100,15 @@ if has bench; then
   fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
   row "bench flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench.txt" | tail -1)"
   FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --mix standard --cases 500 --warmup 50 > "$out/bench-profile.txt" 2>&1
+  # Issue 12: the realistic shapes with per-stage times (tensor-core reference, then the SIMT one for the
+  # comparison), and the Python harness with flash-attn's test recipe on both mixes in the same visit.
+  fc bench --kernel flash-fwd-varlen --mix realistic --cases 3 --warmup 1 > "$out/bench-realistic.txt" 2>&1
+  row "bench realistic (tensor cores)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/bench-realistic.txt")"
+  FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix realistic --cases 1 --warmup 1 > "$out/bench-realistic-simt.txt" 2>&1
+  FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench-simt.txt" 2>&1
+  row "bench flash-fwd-varlen (SIMT ref)" "$(grep ' cases/s ' "$out/bench-simt.txt" | tail -1)"
+  python3 tools/bench/python_recipe.py --mix both --cases 1000 --warmup 50 --runs 3 > "$out/bench-python.txt" 2>&1
+  row "bench python recipe" "$(grep '^standard mix' "$out/bench-python.txt" | tail -1)"
 fi
 
 if has probes; then

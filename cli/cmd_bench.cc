@@ -25,6 +25,7 @@ int run_bench(const BenchOptions& o) {
   if (!resolve_properties({o.property}, props)) return kExitUsage;
   Kernel& k = *kernels[0];
   const Property& p = *props[0];
+  if (o.mix == "realistic") return run_bench_realistic(o, k, p);
   const std::vector<KernelCase> cases = o.mix == "standard" ? sample_standard_mix(o.cases, o.seed)
                                                              : sample_kernel_cases(k.contract(), p.requirements(), o.cases, o.seed);
   // Warm-up: module loading, handle creation and allocator growth stay out of the figure.

@@ -11,6 +11,7 @@
 #include "search/limits.h"
 
 namespace flashcheck {
+class Kernel;
 class Property;
 }
 
@@ -144,12 +145,15 @@ int run_hf_live(const HfLiveOptions& o);
 struct BenchOptions {
   std::string kernel;
   std::string property = "conformance";
-  std::string mix = "standard";  // "standard" (the varlen mix of docs/PERFORMANCE.md) or "fuzz" (the kernel's generator)
+  std::string mix = "standard";  // "standard" (the varlen mix of docs/PERFORMANCE.md), "fuzz" (the kernel's generator)
+                                 // or "realistic" (fixed large shapes, per-stage times: search/samples.h realistic_mix)
   std::int64_t cases = 2000;
   std::int64_t warmup = 50;
   std::uint64_t seed = 1;
   bool json = false;
 };
 int run_bench(const BenchOptions& o);
+// --mix realistic (cli/bench_realistic.cc): per shape, --cases timed runs (at most 20) after --warmup (at most 2).
+int run_bench_realistic(const BenchOptions& o, Kernel& k, const Property& p);
 
 }  // namespace flashcheck::cli

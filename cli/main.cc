@@ -147,7 +147,9 @@ int main(int argc, char** argv) {
   auto* cmd_bench = app.add_subcommand("bench", "Throughput of a property on a kernel (cases/s) over pre-generated cases");
   cmd_bench->add_option("--kernel,-k", bench.kernel, "Kernel")->required();
   cmd_bench->add_option("--property,-p", bench.property, "Property")->capture_default_str();
-  cmd_bench->add_option("--mix", bench.mix, "standard | fuzz")->capture_default_str()->check(CLI::IsMember({"standard", "fuzz"}));
+  cmd_bench->add_option("--mix", bench.mix, "standard | fuzz | realistic (fixed large shapes, per-stage times; --cases runs per shape, at most 20)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"standard", "fuzz", "realistic"}));
   cmd_bench->add_option("--cases,-n", bench.cases, "Timed cases")->capture_default_str();
   cmd_bench->add_option("--warmup", bench.warmup, "Untimed cases first")->capture_default_str();
   cmd_bench->add_option("--seed,-s", bench.seed, "Seed of the case generator")->capture_default_str();

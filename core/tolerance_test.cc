@@ -256,6 +256,7 @@ TEST(ToleranceOnePlace, ThePatternsCatchTheOldCopiesAndNothingElse) {
 TEST(ToleranceOnePlace, NoUserOfTheRuleHoldsItsOwnCopy) {
   // Paths relative to the repository root, the tests' working directory.
   for (const char* path : {"core/compare.cc", "reference/device/compare.cu", "reference/device/attention.cu",
+                           "reference/device/attention_tc.cu",
                            "reference/host/attention.cc", "reference/host/exact_row.cc", "properties/integration.cc",
                            "properties/device_reference_property.cc", "oracles/hf_eager.cc"}) {
     std::ifstream in(path);

@@ -5,6 +5,7 @@
 #include "kernels/kernel.h"
 #include "search/coverage.h"
 #include "search/generators.h"
+#include "search/samples.h"
 
 namespace flashcheck {
 namespace {
@@ -70,6 +71,37 @@ TEST(Coverage, MissingListsRequiredFeaturesWithoutCases) {
   const auto missing = cov.missing({"decode", "paged"});
   ASSERT_EQ(missing.size(), 1u);
   EXPECT_EQ(missing[0], "paged");
+}
+
+}  // namespace
+}  // namespace flashcheck
+
+namespace flashcheck {
+namespace {
+
+// The realistic mix (issue 12) is the contract of `bench --mix realistic` and tools/bench/python_recipe.py:
+// six valid cases (within the case memory limit) at the shapes both name.
+TEST(RealisticMix, SixValidShapesAtTheSizesBothBenchmarksName) {
+  const std::vector<KernelCase> mix = realistic_mix(3);
+  ASSERT_EQ(mix.size(), 6u);
+  std::vector<std::int64_t> lengths, batches, heads;
+  int windowed = 0;
+  for (const KernelCase& c : mix) {
+    for (const FieldError& e : validate(c)) ADD_FAILURE() << e.field << ": " << e.reason;
+    EXPECT_EQ(c.dtype, DType::kBF16);
+    EXPECT_EQ(c.heads, 4 * c.kv_heads);
+    EXPECT_EQ(c.head_dim, 128);
+    EXPECT_TRUE(c.causal);
+    for (const Sequence& s : c.seqs) EXPECT_EQ(s.k_len, s.q_len);
+    lengths.push_back(c.seqs[0].q_len);
+    batches.push_back(static_cast<std::int64_t>(c.seqs.size()));
+    heads.push_back(c.heads);
+    windowed += c.window.left == 1024 && c.window.right == 0;
+  }
+  EXPECT_EQ(lengths, (std::vector<std::int64_t>{2048, 2048, 8192, 8192, 32768, 32768}));
+  EXPECT_EQ(batches, (std::vector<std::int64_t>{8, 8, 2, 2, 1, 1}));
+  EXPECT_EQ(heads, (std::vector<std::int64_t>{32, 32, 32, 32, 16, 16}));
+  EXPECT_EQ(windowed, 3);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "core/device/device_case.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -24,6 +26,38 @@ std::size_t numel(const std::vector<std::int64_t>& s) {
   return n;
 }
 
+// Magnitudes from which a product of two inputs, summed over a head dim, could overflow fp32 (2^60 squared
+// is 2^120, times 256 terms 2^128): such cases are no tensor-core material.
+constexpr double kHugeInput = 0x1.0p60;
+
+// Whether every value the recipe can produce is finite in the case's dtype: the largest magnitude of each
+// distribution (core/recipe.h: Irwin-Hall normals lie below 2 sqrt(3) < 3.4642, integers in [-2, 2], large
+// ones up to 2^7 normals) times the tensor's scale, against the dtype's largest finite value.
+bool recipe_is_finite(const KernelCase& c) {
+  double bound = 1.0;
+  switch (c.data.dist) {
+    case Distribution::kNormal: bound = 3.4642; break;
+    case Distribution::kUniform: bound = 1.0; break;
+    case Distribution::kIntegers: bound = 2.0; break;
+    case Distribution::kLarge: bound = 3.4642 * 128.0; break;
+  }
+  const double largest = std::max({std::fabs(c.data.q_scale), std::fabs(c.data.k_scale), std::fabs(c.data.v_scale)}) * bound;
+  return largest < std::min(detail::format_of(c.dtype).max_finite / 2, kHugeInput);
+}
+
+// Whether the rows of `h` that the sequences use (sources with b >= 0) hold finite, not huge values only; slack and
+// unused cache rows (poison) do not count.
+bool rows_are_finite(const HostTensor& h, const std::vector<RowSource>& rows) {
+  if (h.empty() || rows.empty()) return true;
+  const std::size_t per_row = h.data.size() / rows.size();
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].b < 0) continue;
+    for (std::size_t x = 0; x < per_row; ++x)
+      if (!(std::fabs(h.data[r * per_row + x]) < kHugeInput)) return false;  // NaN and infinities fail too
+  }
+  return true;
+}
+
 }  // namespace
 
 struct DeviceCase::Staging {
@@ -37,6 +71,7 @@ struct DeviceCase::Staging {
     return at;
   }
   std::size_t q_rows = 0, k_rows = 0, new_rows = 0;  // offsets of the row maps
+  std::vector<RowSource> q_src, k_src, new_src;      // the row maps themselves, on the host
   std::size_t n_q = 0, n_k = 0, n_new = 0;
 };
 
@@ -64,22 +99,28 @@ void DeviceCase::upload_metadata(Staging& st, bool with_row_maps) {
     at_table = st.add(flat);
   }
   if (with_row_maps) {
-    std::vector<RowMap> q_rows, k_rows, new_rows;
+    // What every storage row holds, in the order the host's materialize writes (a later write wins), so
+    // that one launch can fill each tensor completely, poison rows included.
+    const std::vector<std::int64_t> kv_shape = shape_of(c_, g_, TensorId::kK, false);
+    std::vector<RowSource> q_rows(static_cast<std::size_t>(g_.q_rows), RowSource{-1, 0});
+    std::vector<RowSource> k_rows(static_cast<std::size_t>(c_.kv_storage == KvStorage::kPaged ? kv_shape[0] * kv_shape[1] : kv_shape[0]),
+                                  RowSource{-1, 0});
+    std::vector<RowSource> new_rows(static_cast<std::size_t>(c_.kv_cache ? g_.total_new : 0), RowSource{-1, 0});
     for (std::size_t bi = 0; bi < c_.seqs.size(); ++bi) {
       const SeqGeometry& s = g_.seqs[bi];
       const auto b = static_cast<std::int32_t>(bi);
-      for (std::int64_t i = 0; i < s.lq; ++i) q_rows.push_back({s.q_start + i, b, static_cast<std::int32_t>(i)});
+      for (std::int64_t i = 0; i < s.lq; ++i) q_rows[static_cast<std::size_t>(s.q_start + i)] = {b, static_cast<std::int32_t>(i)};
       const std::int64_t cached_end = c_.kv_cache ? c_.seqs[bi].cache_len : s.kv_end;
       for (std::int64_t p = s.p0; p < cached_end; ++p) {
         const std::int64_t row = c_.kv_storage == KvStorage::kPaged
                                      ? static_cast<std::int64_t>(table[bi][static_cast<std::size_t>(p / c_.paging.page_size)]) *
                                                c_.paging.page_size + p % c_.paging.page_size
                                      : s.k_start + p;
-        k_rows.push_back({row, b, static_cast<std::int32_t>(p)});
+        k_rows[static_cast<std::size_t>(row)] = {b, static_cast<std::int32_t>(p)};
       }
       if (c_.kv_cache)
         for (std::int64_t n = 0; n < c_.seqs[bi].new_len; ++n)
-          new_rows.push_back({s.new_start + n, b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)});
+          new_rows[static_cast<std::size_t>(s.new_start + n)] = {b, static_cast<std::int32_t>(c_.seqs[bi].cache_len + n)};
     }
     st.q_rows = st.add(q_rows);
     st.k_rows = st.add(k_rows);
@@ -87,6 +128,9 @@ void DeviceCase::upload_metadata(Staging& st, bool with_row_maps) {
     st.n_q = q_rows.size();
     st.n_k = k_rows.size();
     st.n_new = new_rows.size();
+    st.q_src = std::move(q_rows);
+    st.k_src = std::move(k_rows);
+    st.new_src = std::move(new_rows);
   }
   auto* dev = slot_of<unsigned char>(slot_ + ".meta", st.bytes.size());
   copy_to_device(dev, st.bytes.data(), st.bytes.size());
@@ -101,16 +145,20 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
   Staging st;
   upload_metadata(st, true);
   const float poison = c_.data.poison ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+  TensorFill fills[kMaxTensorFills];
+  int n_fills = 0;
   auto make = [&](const char* name, TensorId t, bool is_new, std::size_t rows_at, std::size_t n_rows, float fill) -> float* {
-    const auto shape = shape_of(c_, g_, t, is_new);
-    const std::size_t n = numel(shape);
-    auto* dst = slot_of<float>(slot_ + "." + name, n);
-    fill_value(dst, n, fill);
-    const std::int64_t heads = t == TensorId::kQ ? c_.heads : c_.kv_heads;
-    const std::int64_t dim = t == TensorId::kV ? c_.v_head_dim : c_.head_dim;
-    const double scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
-    fill_recipe_mapped(dst, reinterpret_cast<const RowMap*>(base_ + rows_at), n_rows, c_.data, t, scale, c_.dtype,
-                       static_cast<std::uint32_t>(heads), static_cast<std::uint32_t>(dim), t == TensorId::kV && c_.data.v_onehot);
+    auto* dst = slot_of<float>(slot_ + "." + name, numel(shape_of(c_, g_, t, is_new)));
+    TensorFill& f = fills[n_fills++];
+    f.dst = dst;
+    f.rows = reinterpret_cast<const RowSource*>(base_ + rows_at);
+    f.n_rows = static_cast<std::int64_t>(n_rows);
+    f.heads = static_cast<std::uint32_t>(t == TensorId::kQ ? c_.heads : c_.kv_heads);
+    f.dim = static_cast<std::uint32_t>(t == TensorId::kV ? c_.v_head_dim : c_.head_dim);
+    f.id = t;
+    f.scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
+    f.onehot = t == TensorId::kV && c_.data.v_onehot;
+    f.fill = fill;
     return dst;
   };
   in_.q = make("q", TensorId::kQ, false, st.q_rows, st.n_q, poison);  // slack rows keep the poison
@@ -120,12 +168,16 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     in_.k_new = make("k_new", TensorId::kK, true, st.new_rows, st.n_new, 0.0f);
     in_.v_new = make("v_new", TensorId::kV, true, st.new_rows, st.n_new, 0.0f);
   }
+  fill_tensors(fills, n_fills, c_.data, c_.dtype);
+  finite_ = recipe_is_finite(c_);
   check_last("materialize on device");
 }
 
 DeviceCase::DeviceCase(const KernelCase& c, const CaseTensors& t, const std::string& slot) : c_(c), slot_(slot) {
   Staging st;
-  upload_metadata(st, false);
+  upload_metadata(st, true);
+  finite_ = rows_are_finite(t.q, st.q_src) && rows_are_finite(t.k, st.k_src) && rows_are_finite(t.v, st.k_src) &&
+            rows_are_finite(t.k_new, st.new_src) && rows_are_finite(t.v_new, st.new_src);
   auto up = [&](const char* name, const HostTensor& h) -> const float* {
     if (h.empty()) return nullptr;
     auto* dst = slot_of<float>(slot_ + "." + name, h.data.size());

@@ -43,6 +43,11 @@ class DeviceCase {
   const DeviceInputs& inputs() const { return in_; }
   const std::string& slot_name() const { return slot_; }
 
+  // Whether every value the sequences use is finite and below 2^60 (NaN poison in slack rows aside). The tensor-core
+  // reference (reference/device/attention_tc.cu) splits P into pieces, and a zero piece times an infinite
+  // V gives NaN where fp32 arithmetic gives an infinity: such cases go to the SIMT kernels.
+  bool finite_inputs() const { return finite_; }
+
   // The tensors, copied back to the host.
   CaseTensors download() const;
 
@@ -56,6 +61,7 @@ class DeviceCase {
   DeviceInputs in_;
   std::string slot_;
   const unsigned char* base_ = nullptr;  // the uploaded metadata
+  bool finite_ = true;
 };
 
 }  // namespace flashcheck::device

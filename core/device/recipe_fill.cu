@@ -23,44 +23,65 @@ __global__ void fill_kernel(float* dst, Distribution dist, std::uint64_t seed, T
   }
 }
 
-__global__ void fill_mapped_kernel(float* dst, const RowMap* rows, std::uint64_t n, Distribution dist,
-                                   std::uint64_t seed, TensorId t, double scale, DType dt, std::uint32_t heads,
-                                   std::uint32_t dim, bool onehot) {
-  const std::uint64_t per_row = static_cast<std::uint64_t>(heads) * dim;
-  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const RowMap m = rows[i / per_row];
-    const auto within = static_cast<std::uint32_t>(i % per_row);
-    const std::uint32_t ch = within % dim, h = within / dim;
-    const auto pos = static_cast<std::uint32_t>(m.pos);
-    const double v = onehot ? onehot_value(pos, ch, dim)
-                            : recipe_value(dist, seed, t, scale, static_cast<std::uint32_t>(m.b), pos, h, ch);
-    dst[static_cast<std::uint64_t>(m.row) * per_row + within] = round_to_float(dt, v);
-  }
-}
+struct FillArgs {
+  TensorFill t[kMaxTensorFills];
+  std::uint64_t first[kMaxTensorFills + 1];  // flat index of each tensor's first element; first[n] = total
+  int n;
+  Distribution dist;
+  std::uint64_t seed;
+  DType dt;
+};
 
-__global__ void fill_value_kernel(float* dst, std::uint64_t n, float value) {
-  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
-    dst[i] = value;
+// Every element of every tensor of a case, grid-stride over one flat index. Within a tensor all index
+// arithmetic is 32-bit (64-bit division is a long software sequence on the GPU), and each element runs
+// the very recipe code of the host (recipe_value, round_to_float), so the bits are the host's.
+__global__ void fill_tensors_kernel(FillArgs a) {
+  const std::uint64_t total = a.first[a.n];
+  for (std::uint64_t e = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    int s = 0;
+    while (s + 1 < a.n && e >= a.first[s + 1]) ++s;
+    const TensorFill& f = a.t[s];
+    const auto local = static_cast<std::uint32_t>(e - a.first[s]);
+    const std::uint32_t per_row = f.heads * f.dim;
+    const std::uint32_t row = local / per_row, within = local - row * per_row;
+    const std::uint32_t h = within / f.dim, ch = within - h * f.dim;
+    const RowSource src = f.rows[row];
+    float value = f.fill;
+    if (src.b >= 0) {
+      const auto pos = static_cast<std::uint32_t>(src.pos);
+      value = round_to_float(a.dt, f.onehot ? onehot_value(pos, ch, f.dim)
+                                            : recipe_value(a.dist, a.seed, f.id, f.scale, static_cast<std::uint32_t>(src.b), pos, h, ch));
+    }
+    f.dst[local] = value;
+  }
 }
 
 unsigned blocks_for(std::uint64_t n) { return static_cast<unsigned>(std::min<std::uint64_t>((n + 255) / 256, 65535)); }
 
 }  // namespace
 
-void fill_recipe_mapped(float* dst, const RowMap* rows, std::size_t n_rows, const DataRecipe& r, TensorId t,
-                        double scale, DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot) {
-  if (n_rows == 0) return;
-  const std::uint64_t n = n_rows * static_cast<std::uint64_t>(heads) * dim;
-  fill_mapped_kernel<<<blocks_for(n), 256>>>(dst, rows, n, r.dist, r.seed, t, scale, dt, heads, dim, onehot);
-  check(cudaGetLastError(), "fill_recipe_mapped launch");
-}
-
-void fill_value(float* dst, std::size_t n, float value) {
-  if (n == 0) return;
-  fill_value_kernel<<<blocks_for(n), 256>>>(dst, n, value);
-  check(cudaGetLastError(), "fill_value launch");
+void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt) {
+  if (n < 0 || n > kMaxTensorFills) throw std::invalid_argument("fill_tensors: at most 5 tensors");
+  FillArgs a{};
+  a.n = 0;
+  std::uint64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t elems = static_cast<std::uint64_t>(fills[i].n_rows) * fills[i].heads * fills[i].dim;
+    if (elems == 0) continue;
+    if (elems >= (std::uint64_t{1} << 32)) throw std::invalid_argument("fill_tensors: a tensor of 2^32 elements or more");
+    a.t[a.n] = fills[i];
+    a.first[a.n] = total;
+    total += elems;
+    ++a.n;
+  }
+  a.first[a.n] = total;
+  if (total == 0) return;
+  a.dist = r.dist;
+  a.seed = r.seed;
+  a.dt = dt;
+  fill_tensors_kernel<<<blocks_for(total), 256>>>(a);
+  check(cudaGetLastError(), "fill_tensors launch");
 }
 
 void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,

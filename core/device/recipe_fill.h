@@ -18,20 +18,30 @@ namespace flashcheck::device {
 void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,
                       std::uint32_t pos0, std::uint32_t rows, std::uint32_t heads, std::uint32_t dim, bool onehot);
 
-// One storage row of a tensor and the logical element it holds: sequence b, logical position pos.
-struct RowMap {
-  std::int64_t row;
+// What one storage row of a tensor holds: the logical row (sequence b, logical position pos) of the recipe,
+// or, when b < 0, the tensor's fill value (the poison of slack rows and of unused cache positions).
+struct RowSource {
   std::int32_t b;
   std::int32_t pos;
 };
 
-// Fills the listed storage rows (each heads x dim values) of device tensor `dst` by the recipe, with one
-// launch; `rows` is a device array of `n_rows` entries.
-void fill_recipe_mapped(float* dst, const RowMap* rows, std::size_t n_rows, const DataRecipe& r, TensorId t,
-                        double scale, DType dt, std::uint32_t heads, std::uint32_t dim, bool onehot);
+// One tensor of a case, filled completely (recipe rows and fill rows alike) by fill_tensors.
+struct TensorFill {
+  float* dst = nullptr;
+  const RowSource* rows = nullptr;  // device array, one entry per storage row
+  std::int64_t n_rows = 0;
+  std::uint32_t heads = 0, dim = 0;
+  TensorId id = TensorId::kQ;
+  double scale = 1.0;
+  bool onehot = false;
+  float fill = 0.0f;
+};
+inline constexpr int kMaxTensorFills = 5;  // q, k, v, k_new, v_new
 
-// Sets n floats of device memory to `value` (NaN poison included).
-void fill_value(float* dst, std::size_t n, float value);
+// Fills the `n` (<= kMaxTensorFills) tensors of a case with one launch: a case's input generation is one
+// kernel whatever its layout, instead of a poison pass and a recipe pass per tensor. Each tensor must have
+// fewer than 2^32 elements (checked).
+void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt);
 
 // Host convenience for tests: the same rows, generated on the GPU and copied back.
 std::vector<float> recipe_rows_via_device(const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,

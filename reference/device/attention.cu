@@ -11,6 +11,8 @@
 #include "core/device/device_memory.h"
 #include "core/geometry.h"
 #include "core/tolerance.h"
+#include "reference/device/attention_tc.h"
+#include "reference/device/kv_address.cuh"
 
 namespace flashcheck::device {
 namespace {
@@ -64,22 +66,9 @@ __device__ float round_dt(DType t, float x) {
   return x;
 }
 
-// Row of K (or V) holding key j (logical position p0 + j) of sequence b, KV head kh.
+// Row of K (or V) holding key j of sequence b, KV head kh (kv_address.cuh resolves it).
 __device__ const float* kv_row(const Params& p, const DeviceSeq& s, int b, int j, int kh, bool value) {
-  const int pos = s.p0 + j;
-  const int dim = value ? p.dv : p.d;
-  long long row;
-  const float* base;
-  if (p.cache && pos >= s.cache_len) {
-    row = s.new_start + (pos - s.cache_len);
-    base = value ? p.in.v_new : p.in.k_new;
-  } else {
-    row = p.paged ? static_cast<long long>(p.in.block_table[b * p.in.max_blocks + pos / p.page_size]) * p.page_size +
-                        pos % p.page_size
-                  : static_cast<long long>(s.k_start) + pos;
-    base = value ? p.in.v : p.in.k;
-  }
-  return base + (row * p.Hk + kh) * dim;
+  return device::kv_row(KvLayout{p.in, p.page_size, p.Hk, p.d, p.dv, p.cache, p.paged}, s, b, j, kh, value);
 }
 
 struct Cell {
@@ -376,36 +365,82 @@ struct LaunchBaseline {
 
 }  // namespace
 
-DeviceResult device_reference(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
-  const CaseGeometry& g = dc.geometry();
+namespace {
+
+DeviceResult reference_buffers(const DeviceCase& dc, const std::string& slot) {
   const KernelCase& c = dc.kcase();
-  const std::size_t cells = static_cast<std::size_t>(g.total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
-  if (c.head_dim > 32 * kMaxPerLane || c.v_head_dim > 32 * kMaxPerLane)
-    throw std::invalid_argument("device reference: head dims above 512 are not supported");
+  const std::size_t cells = static_cast<std::size_t>(dc.geometry().total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
   DeviceResult r;
   r.out = slot_of<float>(slot + ".out", elems);
   r.lse = slot_of<float>(slot + ".lse", cells);
   r.empty = slot_of<std::uint8_t>(slot + ".empty", cells);
   r.noise = slot_of<float>(slot + ".noise", elems);
   r.lse_noise = slot_of<float>(slot + ".lse_noise", cells);
-  if (cells == 0) return r;
-  const Params p = make_params(dc, empty_row, r);
-  dispatch_dv<LaunchReference>(p);
+  return r;
+}
+
+DeviceResult baseline_buffers(const DeviceCase& dc, const std::string& slot) {
+  const KernelCase& c = dc.kcase();
+  const std::size_t cells = static_cast<std::size_t>(dc.geometry().total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
+  DeviceResult r;
+  r.out = slot_of<float>(slot + ".out", elems);
+  r.lse = slot_of<float>(slot + ".lse", cells);
+  return r;
+}
+
+void simt_reference(const DeviceCase& dc, EmptyRow empty_row, const DeviceResult& r) {
+  const KernelCase& c = dc.kcase();
+  if (c.head_dim > 32 * kMaxPerLane || c.v_head_dim > 32 * kMaxPerLane)
+    throw std::invalid_argument("device reference: head dims above 512 are not supported");
+  if (dc.geometry().total_q * c.heads == 0) return;
+  dispatch_dv<LaunchReference>(make_params(dc, empty_row, r));
   check_last("device reference");
+}
+
+void simt_baseline(const DeviceCase& dc, EmptyRow empty_row, const DeviceResult& r) {
+  if (dc.geometry().total_q * dc.kcase().heads == 0) return;
+  dispatch_dv<LaunchBaseline>(make_params(dc, empty_row, r));
+  check_last("device baseline");
+}
+
+}  // namespace
+
+DeviceResult device_reference(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
+  const DeviceResult r = reference_buffers(dc, slot);
+  if (tc_unsupported_reason(dc).empty()) tc_reference_and_baseline(dc, empty_row, r, DeviceResult{});
+  else simt_reference(dc, empty_row, r);
   return r;
 }
 
 DeviceResult device_baseline(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
-  const CaseGeometry& g = dc.geometry();
-  const KernelCase& c = dc.kcase();
-  const std::size_t cells = static_cast<std::size_t>(g.total_q * c.heads), elems = cells * static_cast<std::size_t>(c.v_head_dim);
-  DeviceResult r;
-  r.out = slot_of<float>(slot + ".out", elems);
-  r.lse = slot_of<float>(slot + ".lse", cells);
-  if (cells == 0) return r;
-  const Params p = make_params(dc, empty_row, r);
-  dispatch_dv<LaunchBaseline>(p);
-  check_last("device baseline");
+  const DeviceResult r = baseline_buffers(dc, slot);
+  if (tc_unsupported_reason(dc).empty()) tc_reference_and_baseline(dc, empty_row, DeviceResult{}, r);
+  else simt_baseline(dc, empty_row, r);
+  return r;
+}
+
+std::pair<DeviceResult, DeviceResult> device_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row,
+                                                                    const std::string& truth_slot,
+                                                                    const std::string& baseline_slot) {
+  const DeviceResult truth = reference_buffers(dc, truth_slot), base = baseline_buffers(dc, baseline_slot);
+  if (tc_unsupported_reason(dc).empty()) {
+    tc_reference_and_baseline(dc, empty_row, truth, base);
+  } else {
+    simt_reference(dc, empty_row, truth);
+    simt_baseline(dc, empty_row, base);
+  }
+  return {truth, base};
+}
+
+DeviceResult device_reference_simt(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
+  const DeviceResult r = reference_buffers(dc, slot);
+  simt_reference(dc, empty_row, r);
+  return r;
+}
+
+DeviceResult device_baseline_simt(const DeviceCase& dc, EmptyRow empty_row, const std::string& slot) {
+  const DeviceResult r = baseline_buffers(dc, slot);
+  simt_baseline(dc, empty_row, r);
   return r;
 }
 
