@@ -107,7 +107,8 @@ if has bench; then
   FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix realistic --cases 1 --warmup 1 > "$out/bench-realistic-simt.txt" 2>&1
   FLASHCHECK_REFERENCE=simt fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench-simt.txt" 2>&1
   row "bench flash-fwd-varlen (SIMT ref)" "$(grep ' cases/s ' "$out/bench-simt.txt" | tail -1)"
-  python3 tools/bench/python_recipe.py --mix both --cases 1000 --warmup 50 --runs 3 > "$out/bench-python.txt" 2>&1
+  timeout "${GPU_PYTHON_BENCH_TIMEOUT:-240}" python3 tools/bench/python_recipe.py --mix both --cases 1000 --warmup 50 --runs 2 \
+    > "$out/bench-python.txt" 2>&1
   row "bench python recipe" "$(grep '^standard mix' "$out/bench-python.txt" | tail -1)"
 fi
 
