@@ -43,7 +43,7 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
   const CaseGeometry g = geometry(c);
   const std::int64_t H = c.heads, dv = c.v_head_dim;
   Comparison cmp;
-  double err_sum = 0, base_sum = 0, mean_floor_sum = 0, floor_max = 0;
+  double err_sum = 0, base_sum = 0, mean_floor_sum = 0, spacing_sum = 0, floor_max = 0;
   double lse_floor = 0;
   const bool check_lse = !out.lse.empty();
   cmp.lse_checked = check_lse;
@@ -103,6 +103,7 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
           const double nz = truth.noise.empty() ? 0.0 : truth.noise[cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)];
           const double fl = tolerance::max_floor(sp, nz);
           mean_floor_sum += tolerance::mean_floor(sp, nz);
+          spacing_sum += sp;
           err_sum += std::isfinite(e) ? e : 0.0;
           base_sum += be;
           floor_max = std::max(floor_max, fl);
@@ -130,7 +131,8 @@ Comparison compare(const KernelCase& c, const AttentionResult& out, const Attent
   const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
   cmp.err_mean = cmp.nonfinite ? kInf : err_sum / n;
   cmp.base_mean = base_sum / n;
-  cmp.mean_bound = rule.k_mean * cmp.base_mean + mean_floor_sum / n;
+  cmp.mean_bound = rule.k_mean * cmp.base_mean +
+                   tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, static_cast<long long>(n));
   // Mismatch count against the final bound needs a second pass over the recorded errors; recompute cheaply.
   for (std::size_t b = 0; b < g.seqs.size(); ++b) {
     const SeqGeometry& s = g.seqs[b];

@@ -472,8 +472,12 @@ std::string tc_unsupported_reason(const DeviceCase& dc) {
   const char* env = std::getenv("FLASHCHECK_REFERENCE");
   if (env && std::strcmp(env, "simt") == 0) return "FLASHCHECK_REFERENCE=simt";
   const KernelCase& c = dc.kcase();
-  if (c.dtype != DType::kBF16 && c.dtype != DType::kF16)
-    return "fp32 inputs: their products are not exact in a 16-bit tensor-core multiply";
+  if (c.dtype == DType::kF32) return "fp32 inputs: their products are not exact in a 16-bit tensor-core multiply";
+  // The device-reference property on the H200 (10,000 cases, 2026-12-01) failed 41 fp16 cases and no bf16 one:
+  // P's pieces in fp16 leave its range below 2^-24 (after the 2^14 scale), so weights under about 1e-12 are lost
+  // or rounded coarsely, and outputs made only of such weights come out 0 or a few 1e-4 off in relative terms.
+  // fp16 V is exactly a sum of two bf16 values; until P.V is done that way, fp16 stays on the SIMT kernels.
+  if (c.dtype == DType::kF16) return "fp16 inputs: P's pieces in fp16 lose weights below its range (SIMT until V is split into bf16)";
   if (c.head_dim % 16 != 0 || c.v_head_dim % 16 != 0) return "head dims must be multiples of 16 (the WMMA tile)";
   if (c.head_dim > kMaxDim || c.v_head_dim > kMaxDim) return "head dims above 256 do not fit the shared-memory tiles";
   if (!dc.finite_inputs()) return "inputs with infinite or huge values (P's pieces times inf give NaN, fp32 gives inf)";

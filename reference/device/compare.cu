@@ -16,7 +16,7 @@ constexpr int kWarps = 4;
 struct Acc {
   unsigned long long worst;      // (error bits << 32) | element index; errors are >= 0 so bits order as values
   unsigned int base_max, floor_max;  // float bits
-  double err_sum, base_sum, mean_floor_sum;
+  double err_sum, base_sum, mean_floor_sum, spacing_sum;
   unsigned long long compared, nonfinite, empty_rows, empty_wrong, first_empty_wrong, mismatches;
   unsigned long long lse_worst;
   unsigned int lse_base_max, lse_floor_max;
@@ -95,7 +95,7 @@ __global__ void compare_kernel(Args a) {
   }
   unsigned long long worst = 0, compared = 0, nonfinite = 0;
   float base_max = 0.0f, floor_max = 0.0f;
-  double err_sum = 0, base_sum = 0, mfloor = 0;
+  double err_sum = 0, base_sum = 0, mfloor = 0, ssum = 0;
   for (int x = lane; x < a.dv; x += 32) {
     const long long at = cell * a.dv + x;
     const float o = a.out[at], t = a.t_out[at], p = a.b_out[at];
@@ -121,6 +121,7 @@ __global__ void compare_kernel(Args a) {
     if (isfinite(e)) err_sum += e;
     base_sum += be;
     mfloor += tolerance::mean_floor(sp, nz);
+    ssum += sp;
     floor_max = fmaxf(floor_max, fl);
     base_max = fmaxf(base_max, be);
     worst = max(worst, pack(e, static_cast<unsigned int>(at)));
@@ -131,6 +132,7 @@ __global__ void compare_kernel(Args a) {
   err_sum = warp_sum(err_sum);
   base_sum = warp_sum(base_sum);
   mfloor = warp_sum(mfloor);
+  ssum = warp_sum(ssum);
   compared = warp_sum_u64(compared);
   nonfinite = warp_sum_u64(nonfinite);
   if (lane == 0) {
@@ -141,6 +143,7 @@ __global__ void compare_kernel(Args a) {
     atomicAdd(&a.acc->err_sum, err_sum);
     atomicAdd(&a.acc->base_sum, base_sum);
     atomicAdd(&a.acc->mean_floor_sum, mfloor);
+    atomicAdd(&a.acc->spacing_sum, ssum);
     atomicAdd(&a.acc->compared, compared);
     atomicAdd(&a.acc->nonfinite, nonfinite);
     if (a.check_lse && !empty) {
@@ -259,7 +262,8 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
   cmp.err_mean = cmp.nonfinite ? INFINITY : acc.err_sum / n;
   cmp.base_mean = acc.base_sum / n;
-  cmp.mean_bound = rule.k_mean * cmp.base_mean + acc.mean_floor_sum / n;
+  cmp.mean_bound = rule.k_mean * cmp.base_mean +
+                   tolerance::mean_check_floor(acc.mean_floor_sum / n, acc.spacing_sum / n, static_cast<long long>(n));
   // (b, h, i, d) of an element index of the packed output (or of a cell, for the LSE).
   auto locate = [&](unsigned long long index, bool element, const float* values) {
     ElementLoc loc;
