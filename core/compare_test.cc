@@ -143,6 +143,29 @@ TEST(Compare, MeanCheckCatchesASystematicBiasThatTheMaxCheckAllows) {
   EXPECT_NE(failure_reason(c).find("mean error"), std::string::npos);
 }
 
+// The same bias of 0.003 (3/4 of a bf16 step near 0.5) against an exact baseline: on one row it is one row's
+// rounding, which the mean check cannot tell from a correct kernel's; over 400 rows it is a systematic bias.
+TEST(Compare, TheMeanCheckHoldsBiasAgainstTheNumberOfRowsCompared) {
+  auto judge = [](std::int64_t rows) {
+    KernelCase c;
+    c.dtype = DType::kBF16;
+    c.head_dim = c.v_head_dim = 2;
+    c.seqs = {{.q_len = rows, .k_len = 1}};
+    const std::size_t n = static_cast<std::size_t>(rows * 2);
+    const AttentionResult truth{std::vector<double>(n, 0.5), {}, std::vector<std::uint8_t>(static_cast<std::size_t>(rows), 0)};
+    AttentionResult out = truth;
+    for (double& x : out.out) x += 0.003;
+    return compare(c, out, truth, truth, EmptyRow::kZero, tolerance_for(c));
+  };
+  const Comparison one = judge(1), many = judge(400);
+  EXPECT_LE(one.err_max, one.bound);
+  EXPECT_LE(one.err_mean, one.mean_bound);
+  EXPECT_EQ(failure_reason(one), "");
+  EXPECT_LE(many.err_max, many.bound);  // within the max check: only the mean can catch it
+  EXPECT_GT(many.err_mean, many.mean_bound);
+  EXPECT_NE(failure_reason(many).find("mean error"), std::string::npos) << failure_reason(many);
+}
+
 TEST(Compare, FloorIsTheDtypeSpacingAtTheMagnitudePlusPointThree) {
   EXPECT_EQ(rounding_floor(DType::kF32, 0.0), std::ldexp(1.0, -25));   // 0.3 lies in [2^-2, 2^-1)
   EXPECT_EQ(rounding_floor(DType::kBF16, 0.5), std::ldexp(1.0, -8));   // 0.8 in [2^-1, 1): 2^-1 * 2^-7

@@ -55,12 +55,13 @@ inline constexpr double kNoiseLambdaMean = 2.0;
 // The dtype part of the mean floor, as a fraction of one spacing: small enough that a bias of a fraction
 // of an ulp still fails, large enough that two exact computations one rounding apart do not.
 inline constexpr double kMeanFloorFraction = 0.1;
-// The mean check on a handful of elements. A correct kernel rounds each output to the dtype (an error of up to
-// half a spacing, spread about 0.29 spacing), and the mean of n such roundings settles only as 1/sqrt(n): with
-// n = 1 the kernel's mean is its one rounding, which a baseline that happened to round closer cannot bound
-// (found by the false-alarm run of issue 15: one query over two keys, head dim 1, failed at 0.54 spacing).
-// The mean floor is therefore at least this many mean spacings over sqrt(n); from n = 100 on the fraction
-// above is the larger.
+// The mean check on a handful of rows. A correct kernel's error in a row comes largely from roundings the row's
+// elements share (its P rounded to the dtype before P.V, its normalization), and the mean over n independent
+// rows settles only as 1/sqrt(n): with one row the kernel's mean is that row's roundings, which a baseline that
+// happened to round closer cannot bound. The false-alarm run of issue 15 failed three such cases, each one
+// query over two keys (head dims 1, 16 and 256: one row, whatever the number of elements). The mean floor is
+// therefore at least this many mean spacings over sqrt(rows compared); from 100 rows on the fraction above is
+// the larger.
 inline constexpr double kSmallSampleSpacings = 1.0;
 
 namespace math {
@@ -102,12 +103,12 @@ FC_HD T mean_floor(T spacing, T noise) {
                    static_cast<T>(kNoiseLambdaMean) * static_cast<T>(kUnitRoundoff32) * noise);
 }
 
-// The floor of the mean check over n elements: the larger of the mean of the elements' shares above and the
-// small-sample floor at their mean spacing.
+// The floor of the mean check: the larger of the mean of the elements' shares above and the small-sample floor
+// at their mean spacing over `rows` compared (row, head) cells.
 template <class T>
-FC_HD T mean_check_floor(T mean_of_shares, T mean_spacing, long long n) {
+FC_HD T mean_check_floor(T mean_of_shares, T mean_spacing, long long rows) {
   return math::max(mean_of_shares,
-                   static_cast<T>(kSmallSampleSpacings) * mean_spacing / math::sqrt(static_cast<T>(n)));
+                   static_cast<T>(kSmallSampleSpacings) * mean_spacing / math::sqrt(static_cast<T>(rows)));
 }
 
 // The error an overflowed baseline element counts for.

@@ -17,7 +17,7 @@ struct Acc {
   unsigned long long worst;      // (error bits << 32) | element index; errors are >= 0 so bits order as values
   unsigned int base_max, floor_max;  // float bits
   double err_sum, base_sum, mean_floor_sum, spacing_sum;
-  unsigned long long compared, nonfinite, empty_rows, empty_wrong, first_empty_wrong, mismatches;
+  unsigned long long compared, compared_rows, nonfinite, empty_rows, empty_wrong, first_empty_wrong, mismatches;
   unsigned long long lse_worst;
   unsigned int lse_base_max, lse_floor_max;
   // Filled by the finishing kernel: out, truth, baseline at the worst element, the first wrong empty
@@ -145,6 +145,7 @@ __global__ void compare_kernel(Args a) {
     atomicAdd(&a.acc->mean_floor_sum, mfloor);
     atomicAdd(&a.acc->spacing_sum, ssum);
     atomicAdd(&a.acc->compared, compared);
+    if (compared > 0) atomicAdd(&a.acc->compared_rows, 1ull);
     atomicAdd(&a.acc->nonfinite, nonfinite);
     if (a.check_lse && !empty) {
       const float lt = a.t_lse[cell], lo = a.lse[cell], lb = a.b_lse[cell];
@@ -263,7 +264,8 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   cmp.err_mean = cmp.nonfinite ? INFINITY : acc.err_sum / n;
   cmp.base_mean = acc.base_sum / n;
   cmp.mean_bound = rule.k_mean * cmp.base_mean +
-                   tolerance::mean_check_floor(acc.mean_floor_sum / n, acc.spacing_sum / n, static_cast<long long>(n));
+                   tolerance::mean_check_floor(acc.mean_floor_sum / n, acc.spacing_sum / n,
+                                               static_cast<long long>(acc.compared_rows > 0 ? acc.compared_rows : 1));
   // (b, h, i, d) of an element index of the packed output (or of a cell, for the LSE).
   auto locate = [&](unsigned long long index, bool element, const float* values) {
     ElementLoc loc;
