@@ -8,22 +8,29 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-bash ci/build.sh cpu
-ctest --preset cpu --output-on-failure
+# Each step says how long it took: the CI budget's bookkeeping (docs/HARDENING.md quotes the sanitizer lane's).
+step() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "[test] $name took $(( SECONDS - start )) s"
+}
+step "cpu build" bash ci/build.sh cpu
+step "ctest" ctest --preset cpu --output-on-failure
 # Kernels from outside: the installed package, an out-of-tree plugin and a Python kernel, each with a
 # broken twin that must be caught.
-bash ci/plugins.sh
+step "plugins" bash ci/plugins.sh
 # Hostile input (docs/HARDENING.md): a stratified sample of the corpus, the hostile command lines and fault runs
 # (workers killed mid-replay, a full disk where user namespaces allow a private tmpfs).
 python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null
-python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile --sample 100 --faults 2 \
-  --json build/hostile/result.json
+step "hostile sample" python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile \
+  --sample 100 --faults 2 --json build/hostile/result.json
 # The sanitizer lane: ASan + UBSan on the input readers, the worker protocol and one property test.
-bash ci/asan.sh
+step "sanitizer lane" bash ci/asan.sh
 # The cross-check's own test (a hand-written export it must accept or reject case by case; about half a minute),
 # then every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md).
-bash tools/hf_crosscheck/run.sh --selftest --quiet
-bash tools/hf_crosscheck/matrix.sh
+step "cross-check selftest" bash tools/hf_crosscheck/run.sh --selftest --quiet
+step "release matrix" bash tools/hf_crosscheck/matrix.sh
 # Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job
 # array of CPU shards and its dependent merge on a local slurmctld + slurmd (Debian's packages).
 bash ci/k8s/validate.sh
