@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "oracles/hf_eager.h"
+#include "oracles/model_case_for_tests.h"
 
 namespace flashcheck::hf {
 namespace {
@@ -11,17 +12,7 @@ namespace {
 using V = std::vector<std::int64_t>;
 
 ModelCase base(std::int64_t batch, std::int64_t q_len, std::int64_t past = 0) {
-  ModelCase m;
-  m.dtype = DType::kBF16;
-  m.batch = batch;
-  m.q_len = q_len;
-  m.past = past;
-  m.use_cache = past > 0;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  m.data.seed = 3;
-  return m;
+  return testing::small_model_case(DType::kBF16, 3, batch, q_len, past);
 }
 
 TEST(FlashPlan, NoMaskNoPackingIsDense) {

@@ -8,22 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "oracles/hf_eager.h"
+#include "oracles/model_case_for_tests.h"
 
 namespace flashcheck::hf {
 namespace {
 
 ModelCase base(std::int64_t batch, std::int64_t q_len, std::int64_t past = 0) {
-  ModelCase m;
-  m.dtype = DType::kF32;
-  m.batch = batch;
-  m.q_len = q_len;
-  m.past = past;
-  m.use_cache = past > 0;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  m.data.seed = 5;
-  return m;
+  return testing::small_model_case(DType::kF32, 5, batch, q_len, past);
 }
 
 const ProfileSwitches kMain = profile_spec(Profile::kHfMain).switches;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/kernel.h"
+#include "oracles/model_case_for_tests.h"
 
 namespace flashcheck {
 namespace {
@@ -17,17 +18,7 @@ using Rows = std::vector<std::vector<std::int64_t>>;
 Kernel& tiled() { return *builtin_registry().find("tiled-cpu"); }
 
 ModelCase base(std::int64_t batch, std::int64_t q_len, std::int64_t past = 0) {
-  ModelCase m;
-  m.dtype = DType::kBF16;
-  m.batch = batch;
-  m.q_len = q_len;
-  m.past = past;
-  m.use_cache = past > 0;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  m.data.seed = 21;
-  return m;
+  return testing::small_model_case(DType::kBF16, 21, batch, q_len, past);
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
