@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "oracles/hf_flash_path.h"
+#include "oracles/model_case_for_tests.h"
 
 namespace flashcheck::hf {
 namespace {
@@ -11,15 +12,8 @@ using V = std::vector<std::int64_t>;
 using W = std::optional<std::pair<std::int64_t, std::int64_t>>;
 
 ModelCase base(std::int64_t batch, std::int64_t q_len, std::int64_t past = 0) {
-  ModelCase m;
-  m.batch = batch;
-  m.q_len = q_len;
-  m.past = past;
-  m.use_cache = past > 0;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 16;
-  return m;
+  const ModelCase defaults;
+  return testing::small_model_case(defaults.dtype, defaults.data.seed, batch, q_len, past);
 }
 
 const ProfileSwitches kMain = profile_spec(Profile::kHfMain).switches;
