@@ -63,7 +63,7 @@ status=0
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
-if has integration || has campaign; then
+if has integration || has campaign || has sanitize; then
   if list_json=$(fc list --json 2> "$out/list.err"); then
     read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
 import json, sys
@@ -260,11 +260,6 @@ if has sanitize; then
   done
   san "memcheck device-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 40 --seed 31 --no-isolate --out "$out/sanitize-found"
   san "racecheck device-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 10 --seed 31 --no-isolate --out "$out/sanitize-found"
-  if [ ${#cuda_kernels[@]} -eq 0 ] && list_json=$(fc list --json 2>/dev/null); then
-    read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
-import json, sys
-print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda"))')
-  fi
   for k in "${cuda_kernels[@]}"; do
     san "memcheck $k" memcheck "$flashcheck" fuzz --kernel "$k" --property conformance --cases "${GPU_SANITIZE_CASES:-24}" \
       --seed 2031 --no-isolate --out "$out/sanitize-found"
