@@ -6,25 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/test_temp_dir.h"
 
 namespace flashcheck {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / fs::path("fc_fixture_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-    return (path / name).string();
-  }
-};
 
 std::string load_error(const std::string& p) {
   try {
@@ -38,7 +26,7 @@ std::string load_error(const std::string& p) {
 constexpr const char* kCase = R"({"dtype": "bf16", "heads": 2, "head_dim": 8, "seqs": [{"q_len": 2, "k_len": 3}]})";
 
 TEST(Fixture, LoadsCasesAndExpectations) {
-  TempDir d;
+  const testing::TempDir d("fc_fixture");
   const std::string p = d.write("f.json", std::string(R"({"schema": "flashcheck.fixture/1", "title": "t", "cases": [)") + kCase +
                                               R"(, {"dtype": "fp16", "heads": 1, "head_dim": 4, "seqs": [{"q_len": 1, "k_len": 0}],
                                                   "expect": {"k1": {"verdict": "crash", "reason_contains": "signal",
@@ -54,7 +42,7 @@ TEST(Fixture, LoadsCasesAndExpectations) {
 }
 
 TEST(Fixture, MalformedFilesNameFileFieldAndReason) {
-  TempDir d;
+  const testing::TempDir d("fc_fixture");
   std::string p = d.write("a.json", R"({"schema": "flashcheck.fixture/9", "cases": []})");
   EXPECT_EQ(load_error(p), p + ": schema: \"flashcheck.fixture/9\" is not a schema this version reads (expected \"flashcheck.fixture/1\")");
   p = d.write("b.json", R"({"schema": "flashcheck.fixture/1", "cases": [{"dtype": "bf16", "heads": 3, "kv_heads": 2, "head_dim": 8, "seqs": [{"q_len": 1, "k_len": 1}]}]})");
@@ -69,7 +57,7 @@ TEST(Fixture, MalformedFilesNameFileFieldAndReason) {
 }
 
 TEST(Fixture, SavesAndReloadsCapturedTensorsBitExactly) {
-  TempDir d;
+  const testing::TempDir d("fc_fixture");
   Fixture f;
   f.path = (d.path / "cap.json").string();
   f.title = "captured";
@@ -104,7 +92,7 @@ TEST(Fixture, SavesAndReloadsCapturedTensorsBitExactly) {
 }
 
 TEST(Fixture, ModelCasesRoundTripWithProfilesAndExpectations) {
-  TempDir d;
+  const testing::TempDir d("fc_fixture");
   Fixture f;
   f.path = (d.path / "model.json").string();
   f.title = "model";
@@ -138,7 +126,7 @@ TEST(Fixture, ModelCasesRoundTripWithProfilesAndExpectations) {
 }
 
 TEST(Fixture, MalformedModelCasesNameFileFieldAndReason) {
-  TempDir d;
+  const testing::TempDir d("fc_fixture");
   constexpr const char* kModel = R"({"dtype": "bf16", "batch": 1, "q_len": 2, "heads": 2, "kv_heads": 1, "head_dim": 8)";
   std::string p = d.write("a.json", std::string(R"({"schema": "flashcheck.fixture/1", "model_cases": [)") + kModel +
                                         R"(, "expect": {"hf-9.99": {"verdict": "error"}}}]})");

@@ -16,26 +16,13 @@
 #include "core/json_input.h"
 #include "core/model_case.h"
 #include "core/safetensors.h"
+#include "core/test_temp_dir.h"
 
 namespace flashcheck {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           fs::path("fc_hostile_" + std::to_string(::getpid()) + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    remove_tree(path.string());
-    fs::create_directories(path);
-  }
-  ~TempDir() { remove_tree(path.string()); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return (path / name).string();
-  }
-};
 
 // The message of the InputError `f` throws, or "" when it throws nothing.
 template <typename F>
@@ -160,7 +147,7 @@ TEST(HostileSizes, ModelCaseFieldsAreBounded) {
 }
 
 TEST(HostileFiles, OnlyRegularFilesAreRead) {
-  TempDir d;
+  const testing::TempDir d("fc_hostile");
   EXPECT_EQ(error_of([&] { read_input_file(d.path.string(), 100); }), d.path.string() + ": not a regular file: it is a folder");
   EXPECT_EQ(error_of([] { read_input_file("/dev/zero", 100); }), "/dev/zero: not a regular file: it is a character device");
   const std::string fifo = (d.path / "fifo").string();
@@ -174,7 +161,7 @@ TEST(HostileFiles, OnlyRegularFilesAreRead) {
 }
 
 TEST(HostileFiles, TensorsMustBeARegularFileInsideTheFixturesFolder) {
-  TempDir d;
+  const testing::TempDir d("fc_hostile");
   const std::string outside = d.write("secret.safetensors", "x");
   fs::create_directories(d.path / "f");
   ::symlink(outside.c_str(), (d.path / "f" / "link.safetensors").c_str());
@@ -218,7 +205,7 @@ TEST(HostileSafetensors, HeadersAreCheckedAgainstTheData) {
 }
 
 TEST(HostileOutput, WritesAreAtomicCheckedAndKeepWhatExists) {
-  TempDir d;
+  const testing::TempDir d("fc_hostile");
   const std::string p = (d.path / "a.json").string();
   EXPECT_TRUE(write_file_atomic(p, "one"));
   EXPECT_FALSE(write_file_atomic(p, "two", Overwrite::kKeep));  // a user's file is not replaced

@@ -10,22 +10,13 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "search/fuzz.h"
+#include "core/test_temp_dir.h"
 
 namespace flashcheck {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  std::string path = (fs::temp_directory_path() / ("fc_found_" + std::to_string(::getpid()) + "_" +
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-                         .string();
-  TempDir() {
-    remove_tree(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { remove_tree(path); }
-};
 
 std::string text_of(const std::string& p) {
   std::ifstream in(p);
@@ -35,42 +26,42 @@ std::string text_of(const std::string& p) {
 Kernel& kernel(const char* name) { return *builtin_registry().find(name); }
 
 TEST(FoundCases, AnEarlierRunsInflightRecordIsKeptNotOverwritten) {
-  TempDir d;
-  const std::string inflight = inflight_path(d.path, kernel("tiled-cpu"), *find_property("conformance"));
+  const testing::TempDir d("fc_found");
+  const std::string inflight = inflight_path(d.str(), kernel("tiled-cpu"), *find_property("conformance"));
   std::ofstream(inflight) << "{\"case\": \"the case a killed run died in\"}";
   FuzzOptions o;
   o.cases = 3;
-  o.out_dir = d.path;
+  o.out_dir = d.str();
   run_fuzz(kernel("tiled-cpu"), *find_property("conformance"), o);
   EXPECT_FALSE(path_exists(inflight));  // this run's own record is gone once it ends
   EXPECT_EQ(text_of(inflight + ".kept-1"), "{\"case\": \"the case a killed run died in\"}");
 }
 
 TEST(FoundCases, AFixtureThatExistsIsNotRewritten) {
-  TempDir d;
+  const testing::TempDir d("fc_found");
   Finding f;
   f.minimized.seqs = {{.q_len = 1, .k_len = 1}};
   f.verdict.kind = VerdictKind::kFail;
   f.verdict.reason = "found";
-  const std::string path = save_finding(d.path, kernel("tiled-cpu"), *find_property("conformance"), 1, f);
+  const std::string path = save_finding(d.str(), kernel("tiled-cpu"), *find_property("conformance"), 1, f);
   ASSERT_FALSE(path.empty());
   std::ofstream(path) << "annotated by hand";
-  EXPECT_EQ(save_finding(d.path, kernel("tiled-cpu"), *find_property("conformance"), 2, f), path);
+  EXPECT_EQ(save_finding(d.str(), kernel("tiled-cpu"), *find_property("conformance"), 2, f), path);
   EXPECT_EQ(text_of(path), "annotated by hand");
 }
 
 // A case that outlives a timeout of a microsecond is a finding and is counted, and the run still ends after
 // the cases it was asked for (it once looped, writing a fixture per worker).
 TEST(FoundCases, ATinyTimeoutStillEndsARunOfNCases) {
-  TempDir d;
+  const testing::TempDir d("fc_found");
   FuzzOptions o;
   o.cases = 4;
-  o.out_dir = d.path;
+  o.out_dir = d.str();
   const FuzzReport r = run_fuzz_isolated(kernel("tiled-cpu"), *find_property("conformance"), o, 1e-6);
   EXPECT_EQ(r.cases, 4);
   EXPECT_GE(r.crashes, 1);  // the cases that outlived the microsecond (a fast one may not)
   std::int64_t fixtures = 0;
-  for (const auto& e : fs::directory_iterator(d.path)) fixtures += e.path().extension() == ".json";
+  for (const auto& e : fs::directory_iterator(d.str())) fixtures += e.path().extension() == ".json";
   EXPECT_LE(fixtures, 4);
 }
 
