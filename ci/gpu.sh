@@ -12,8 +12,11 @@
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
-#   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and flex-campaign (FlexAttention at volume: GPU_FLEX_SECONDS per
-#   run, GPU_FLEX_DTYPE and GPU_FLEX_HEAD_DIM narrow the configurations it compiles).
+#   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and py-campaign (Python kernels
+#   at volume, FlexAttention and FlashAttention-4: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
+#   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks).
+#   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH); a wheel too large for one
+#                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
@@ -60,6 +63,24 @@ exe() {
   else find "$bin" -type f -name "$1" -perm -u+x 2>/dev/null | sort | head -1; fi
 }
 status=0
+
+# Python packages that travel as wheels (an offline node: FlashAttention-4 and its CuTe DSL). A wheel too large for one
+# transfer comes as NAME.whl.part-00, -01, ... (split -d -b), joined here. Installed once into build/site, which is put
+# first on PYTHONPATH for every stage and worker.
+if [ -n "${FLASHCHECK_WHEEL_DIR:-}" ]; then
+  site="$root/build/site"
+  for p in "$FLASHCHECK_WHEEL_DIR"/*.whl.part-00; do
+    [ -e "$p" ] && cat "${p%.part-00}".part-* > "${p%.part-00}"
+  done
+  if [ -e "$site/.installed" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+       --target "$site" "$FLASHCHECK_WHEEL_DIR"/*.whl > "$out/wheels.log" 2>&1; then
+    touch "$site/.installed"
+    row "wheels (build/site)" "$(ls "$FLASHCHECK_WHEEL_DIR"/*.whl | xargs -n1 basename | cut -d- -f1-2 | tr '\n' ' ')"
+  else
+    row "wheels (build/site)" "FAILED: $(tail -1 "$out/wheels.log")"; status=1
+  fi
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" FLASHCHECK_PYTHONPATH="$site${FLASHCHECK_PYTHONPATH:+:$FLASHCHECK_PYTHONPATH}"
+fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
@@ -277,42 +298,36 @@ if has false-alarms; then
   cp "$out/false-alarms/summary.txt" "$out/false-alarms-summary.txt" 2> /dev/null
 fi
 
-if has flex-campaign; then
-  # FlexAttention at volume (issue 11). Compilation bounds its rate, so the run is narrowed to the configurations
-  # a model uses (GPU_FLEX_DTYPE, GPU_FLEX_HEAD_DIM): a warm-up compiles them once into the on-disk caches of
-  # Inductor and Triton, so that later workers load them; the warm-up's time is reported apart.
-  k=py:flashcheck_kernels.flex_attention:attention
-  t=${GPU_FLEX_SECONDS:-120}
-  narrow=(--dtype "${GPU_FLEX_DTYPE:-bf16}" --head-dim "${GPU_FLEX_HEAD_DIM:-128}")
-  start=$(date +%s)
-  fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases 64 --timeout 600 --seed 2040 --out "$out/flex-found" \
-    --json > "$out/flex-warmup.json" 2> "$out/flex-warmup.err"
-  row "flex warm-up (compiles)" "$(( $(date +%s) - start )) s"
-  # One process at a time: processes that share one GPU without MPS take turns on it (the first run of this stage
-  # had 13 and reached 12 cases/s). Every property for GPU_FLEX_SECONDS each, then conformance at realistic sizes.
-  fc fuzz --kernel "$k" --property all "${narrow[@]}" --time "$t" --timeout 300 --seed 2041 --out "$out/flex-found" \
-    --json > "$out/flex-all.json" 2> "$out/flex-all.err"
-  fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --time "$t" --timeout 300 --max-len 4096 --max-heads 32 \
-    --work-budget 3e10 --seed 2051 --out "$out/flex-found" --json > "$out/flex-large.json" 2> "$out/flex-large.err"
-  python3 - "$out" > "$out/flex-summary.txt" <<'PY'
-import glob, json, os, sys
-total = 0
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "flex-*.json"))):
-    try:
-        reports = json.load(open(f))
-    except ValueError:
-        print(os.path.basename(f), "no report:", open(f[:-5] + ".err").read()[-300:].replace("\n", " ")); continue
-    for r in reports:
-        if r["not_applicable"]:
-            continue
-        total += r["cases"]
-        print(f"{os.path.basename(f)}: {r['property']}: {r['cases']} cases, {r['failures']} failing, "
-              f"{len(r['findings'])} findings, worst err/bound {r['worst_bound_use']:.2f}, missing {r['coverage_missing']}")
-        for x in r["findings"]:
-            print("   ", x["verdict"]["verdict"], x["verdict"]["reason"][:200], x.get("fixture", ""))
-print("total", total, "cases")
-PY
-  row "flex campaign" "$(tail -1 "$out/flex-summary.txt"), $(grep -c '^    ' "$out/flex-summary.txt") findings ($(( $(date +%s) - start )) s)"
+if has py-campaign; then
+  # Kernels from outside through the Python bridge at volume (issue 11): FlexAttention, and FlashAttention-4 where
+  # its wheels are importable (FLASHCHECK_WHEEL_DIR). Compilation bounds their rate, so a run is narrowed to one
+  # configuration a model uses (GPU_PY_DTYPE, GPU_PY_HEAD_DIM), and a warm-up compiles it into the on-disk caches
+  # (Inductor's and Triton's; the CuTe DSL cache) so that the campaign's workers load kernels instead of compiling
+  # them. Then a campaign over every property and one of conformance at realistic sizes, GPU_PY_WORKERS workers
+  # sharing the GPU (a case of a Python kernel is mostly host time), merged into one report per kernel.
+  export FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1
+  if [ -n "${GPU_PY_KERNELS:-}" ]; then read -r -a py_kernels <<< "$GPU_PY_KERNELS"
+  else
+    py_kernels=(py:flashcheck_kernels.flex_attention:attention)
+    python3 -c 'import flash_attn.cute' > "$out/py-fa4-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flash_attn_4:attention)
+  fi
+  narrow=(--dtype "${GPU_PY_DTYPE:-bf16}" --head-dim "${GPU_PY_HEAD_DIM:-128}")
+  workers=(--gpus 0 --workers-per-gpu "${GPU_PY_WORKERS:-4}" --timeout 300)
+  for k in "${py_kernels[@]}"; do
+    slug=$(printf '%s' "$k" | sed 's/^py:flashcheck_kernels\.//; s/:.*//')
+    start=$(date +%s)
+    fc list --kernel "$k" > "$out/py-$slug-contract.txt" 2>&1 || { row "$slug" "not listed: $(tail -1 "$out/py-$slug-contract.txt")"; status=1; continue; }
+    fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases "${GPU_PY_WARMUP_CASES:-64}" --timeout 600 --seed 2040 \
+      --out "$out/py-$slug-found" --json > "$out/py-$slug-warmup.json" 2> "$out/py-$slug-warmup.err"
+    row "$slug warm-up (compiles)" "$(( $(date +%s) - start )) s: $(tail -1 "$out/py-$slug-warmup.err" | cut -c1-120)"
+    start=$(date +%s)
+    fc campaign --kernel "$k" --property all "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed 2041 \
+      --out "$out/py-$slug-default" > "$out/py-$slug-default.log" 2>&1
+    fc campaign --kernel "$k" --property conformance "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_LARGE_SECONDS:-60}" \
+      --max-len 4096 --max-heads 32 --work-budget 3e10 --seed 2051 --out "$out/py-$slug-realistic" > "$out/py-$slug-realistic.log" 2>&1
+    fc merge "$out/py-$slug-default" "$out/py-$slug-realistic" --out "$out/py-$slug-merged" --no-html > "$out/py-$slug-merge.log" 2>&1
+    row "$slug campaign" "$(grep -m1 'cases from' "$out/py-$slug-merged/summary.md") $(head -1 "$out/py-$slug-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
+  done
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

@@ -63,7 +63,12 @@ int run_campaign_command(const CampaignCommandOptions& o) {
       fmt::print(stderr, "flashcheck campaign: {}\n", error);
       return kExitUsage;
     }
+    slots = shared_slots(slots, o.workers_per_gpu);
   } else {
+    if (o.workers_per_gpu > 1) {
+      fmt::print(stderr, "flashcheck campaign: --workers-per-gpu needs --gpus (CPU workers: --workers N)\n");
+      return kExitUsage;
+    }
     slots = cpu_slots(std::max(o.workers, 1));
     const auto on_gpu = std::find_if(kernels.begin(), kernels.end(), [](const Kernel* k) { return k->device() == "cuda"; });
     if (slots.size() > 1 && on_gpu != kernels.end()) {

@@ -38,6 +38,8 @@ int run_list(const ListOptions& o) {
                k->contract().max_head_dim, k->contract().head_dim_multiple, to_string(k->contract().empty_row),
                k->contract().returns_lse ? "yes" : "no", k->contract().deterministic ? "yes" : "no");
     for (const std::string& n : k->contract().notes) fmt::print("  note: {}\n", n);
+    if (!k->contract().finite_unused_slots.empty())
+      fmt::print("  unused input slots must be finite: {}\n", k->contract().finite_unused_slots);
     for (const auto& [feature, why] : k->contract().coverage_exempt)
       fmt::print("  coverage not required: {} ({})\n", feature, why);
     fmt::print("\n");

@@ -83,6 +83,7 @@ struct CampaignCommandOptions {
   std::uint64_t seed = 1;
   std::string shard = "0/1";
   std::string gpus;  // "all" or "0,1,...": one worker per GPU ("": CPU workers)
+  int workers_per_gpu = 1;
   int workers = 0;   // CPU workers (0: one)
   double timeout = 120;
   int shrink_attempts = 400;

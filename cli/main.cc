@@ -106,6 +106,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cmd_campaign->add_option("--gpus", campaign.gpus, "'all' or GPU indices '0,1,...': one worker per GPU, pinned to it");
   cmd_campaign->add_option("--workers", campaign.workers, "CPU workers (without --gpus; default 1)")->check(CLI::Range(1, 1024));
+  cmd_campaign->add_option("--workers-per-gpu", campaign.workers_per_gpu,
+                           "Workers sharing each GPU (with --gpus): for kernels that spend a case mostly on the host, as "
+                           "Python kernels do")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd_campaign->add_option("--timeout", campaign.timeout, "Seconds before one case counts as hung")->capture_default_str();
   cmd_campaign->add_option("--shrink-attempts", campaign.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
   cmd_campaign->add_option("--shrink-seconds", campaign.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();

@@ -69,7 +69,18 @@ ContractCheck check_contract(const Contract& k, const KernelCase& c) {
     return fail(fmt::format("does not support layout {}", to_string(c.layout)));
   if (std::find(k.kv_strides.begin(), k.kv_strides.end(), c.kv_strides) == k.kv_strides.end())
     return fail(fmt::format("does not support {} K/V strides", to_string(c.kv_strides)));
+  if (!k.finite_unused_slots.empty() && c.data.poison && has_unused_input_slots(c))
+    return fail(k.finite_unused_slots + " (this case holds NaN in input slots no sequence uses)");
   return r;
+}
+
+bool has_unused_input_slots(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  if (g.q_rows > g.total_q) return true;
+  std::int64_t written = 0;  // K/V rows the case's values fill (core/case_tensors.cc)
+  for (std::size_t b = 0; b < c.seqs.size(); ++b)
+    written += (c.kv_cache ? c.seqs[b].cache_len : g.seqs[b].kv_end) - g.seqs[b].p0;
+  return g.kv_rows > written;
 }
 
 Contract narrowed(const Contract& k, const std::vector<DType>& dtypes, const std::vector<std::int64_t>& head_dims) {

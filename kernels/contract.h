@@ -47,6 +47,11 @@ struct Contract {
   bool deterministic = true;        // reruns are bitwise equal
   bool writes_into_buffer = false;  // writes the harness's output buffer directly (canaries are meaningful)
 
+  // Not empty when the kernel needs finite values in the input slots no sequence uses (slack rows, keys past
+  // seqused_k, unused pages): why (a documented precondition, or a known defect and its fixture). Cases generated
+  // for it hold zeros there instead of NaN, and a case that puts NaN there is outside the contract.
+  std::string finite_unused_slots;
+
   // Coverage features (search/coverage.h) the contract admits but that known-defect exclusions leave
   // (nearly) out of reach, so a run is not failed for missing them; each entry says why.
   std::vector<std::pair<std::string, std::string>> coverage_exempt;
@@ -68,5 +73,10 @@ struct ContractCheck {
 };
 
 ContractCheck check_contract(const Contract& k, const KernelCase& c);
+
+// Whether the case's input buffers hold slots that no sequence uses (where data.poison puts NaN): rows of Q
+// past the sequences, K/V rows outside every sequence's keys (slack, past seqused_k, before leftpad, unused
+// pages, cache positions the kernel appends to).
+bool has_unused_input_slots(const KernelCase& c);
 
 }  // namespace flashcheck

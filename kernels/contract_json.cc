@@ -124,6 +124,7 @@ json kernel_json(const Kernel& k) {
       {"returns_lse", c.returns_lse},
       {"deterministic", c.deterministic},
       {"writes_into_buffer", c.writes_into_buffer},
+      {"finite_unused_slots", c.finite_unused_slots},
       {"notes", c.notes},
       {"coverage_exempt", c.coverage_exempt},
   };
@@ -176,6 +177,7 @@ Contract contract_from_json(const json& j, const std::string& source) {
   c.returns_lse = r.boolean("returns_lse", c.returns_lse);
   c.deterministic = r.boolean("deterministic", c.deterministic);
   c.writes_into_buffer = r.boolean("writes_into_buffer", c.writes_into_buffer);
+  c.finite_unused_slots = r.string("finite_unused_slots", "");
   c.notes = r.strings("notes");
   return c;
 }

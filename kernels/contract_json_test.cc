@@ -66,7 +66,8 @@ TEST(ContractJson, DeclaredFeaturesAreRead) {
   const Contract c = contract_from_json({{"dtypes", {"fp16", "bf16"}},
                                          {"features", {{"bottom_right", "native"}, {"gqa", "translated"}}},
                                          {"returns_lse", true},
-                                         {"empty_row", "nan"}},
+                                         {"empty_row", "nan"},
+                                         {"finite_unused_slots", "documented: rows past seqused_k are read"}},
                                         "x");
   EXPECT_EQ(c.bottom_right, Support::kNative);
   EXPECT_EQ(c.gqa, Support::kTranslated);
@@ -74,6 +75,8 @@ TEST(ContractJson, DeclaredFeaturesAreRead) {
   EXPECT_EQ(c.dtypes, (std::vector<DType>{DType::kF16, DType::kBF16}));
   EXPECT_TRUE(c.returns_lse);
   EXPECT_EQ(c.empty_row, EmptyRow::kNaN);
+  EXPECT_EQ(c.finite_unused_slots, "documented: rows past seqused_k are read");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"finite_unused_slots", true}}), "lib.so: finite_unused_slots: must be a string");
 }
 
 }  // namespace

@@ -107,5 +107,41 @@ TEST(Contract, AlignmentIsIrrelevantWithoutMask) {
   EXPECT_TRUE(check_contract(bottom_right_only(), c).supported);
 }
 
+TEST(Contract, UnusedSlotsAreFoundWhereverTheyAre) {
+  KernelCase c = base();
+  EXPECT_FALSE(has_unused_input_slots(c));
+  c.slack.q_rows = 1;
+  EXPECT_TRUE(has_unused_input_slots(c));
+  c = base();
+  c.slack.kv_rows = 2;
+  EXPECT_TRUE(has_unused_input_slots(c));
+  c = base();
+  c.seqs[0].seqused_k = 3;  // keys 3 and 4 are allocated and unused
+  EXPECT_TRUE(has_unused_input_slots(c));
+  c.seqs[0].seqused_k = 5;
+  EXPECT_FALSE(has_unused_input_slots(c));
+}
+
+TEST(Contract, AKernelThatNeedsFiniteUnusedSlotsIsNotGivenNaNThere) {
+  Contract k = bottom_right_only();
+  k.seqused_k = Support::kNative;
+  k.finite_unused_slots = "known defect: NaN past seqused_k reaches the output (fixtures/found/x.json)";
+  KernelCase c = base();
+  c.seqs[0].seqused_k = 3;
+  c.data.poison = true;
+  const ContractCheck r = check_contract(k, c);
+  EXPECT_FALSE(r.supported);
+  EXPECT_EQ(r.reason, "known defect: NaN past seqused_k reaches the output (fixtures/found/x.json) "
+                      "(this case holds NaN in input slots no sequence uses)");
+  c.data.poison = false;  // zeros there: inside the contract
+  EXPECT_TRUE(check_contract(k, c).supported);
+  c.data.poison = true;  // NaN, but no unused slot to hold it
+  c.seqs[0].seqused_k.reset();
+  EXPECT_TRUE(check_contract(k, c).supported);
+  k.finite_unused_slots.clear();  // a kernel that takes NaN there
+  c.seqs[0].seqused_k = 3;
+  EXPECT_TRUE(check_contract(k, c).supported);
+}
+
 }  // namespace
 }  // namespace flashcheck

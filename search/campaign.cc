@@ -408,6 +408,14 @@ std::vector<WorkerSlot> gpu_slots(const std::string& gpus, std::string& error) {
   return slots;
 }
 
+std::vector<WorkerSlot> shared_slots(const std::vector<WorkerSlot>& slots, int per_slot) {
+  if (per_slot <= 1) return slots;
+  std::vector<WorkerSlot> out;
+  for (const WorkerSlot& s : slots)
+    for (int w = 0; w < per_slot; ++w) out.push_back({fmt::format("{} worker {}", s.device, w), s.env});
+  return out;
+}
+
 std::vector<WorkerSlot> cpu_slots(int workers) {
   std::vector<WorkerSlot> slots;
   for (int i = 0; i < workers; ++i) slots.push_back({fmt::format("cpu {}", i), {}});

@@ -35,6 +35,10 @@ struct WorkerSlot {
 // it has one, as SLURM's --gpus-per-task sets it). Nothing, with `error` set, when a GPU is missing.
 std::vector<WorkerSlot> gpu_slots(const std::string& gpus, std::string& error);
 std::vector<WorkerSlot> cpu_slots(int workers);
+// Each slot `per_slot` times, labelled apart: several workers sharing one GPU. One worker keeps a GPU busy with
+// a kernel called from C++; a kernel behind the Python bridge spends most of a case on the host (interpreter,
+// compiled-graph guards, mask construction), so a few workers per GPU raise the rate.
+std::vector<WorkerSlot> shared_slots(const std::vector<WorkerSlot>& slots, int per_slot);
 
 struct CampaignProgress {
   std::int64_t cases = 0;     // judged so far, earlier sessions included

@@ -156,6 +156,19 @@ TEST(Campaign, ShardsTogetherJudgeExactlyTheCasesOfOneFuzzRun) {
   for (const std::string& d : dirs) remove_tree(d);
 }
 
+// Workers sharing a GPU keep its pinning and get labels of their own (reports count cases per worker).
+TEST(Campaign, SharedSlotsRepeatEachSlotWithItsEnvironment) {
+  const std::vector<WorkerSlot> gpus{{"GPU 0 (CUDA_VISIBLE_DEVICES=3)", {{"CUDA_VISIBLE_DEVICES", "3"}}},
+                                     {"GPU 1 (CUDA_VISIBLE_DEVICES=5)", {{"CUDA_VISIBLE_DEVICES", "5"}}}};
+  EXPECT_EQ(shared_slots(gpus, 1).size(), 2u);
+  const std::vector<WorkerSlot> s = shared_slots(gpus, 3);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0].device, "GPU 0 (CUDA_VISIBLE_DEVICES=3) worker 0");
+  EXPECT_EQ(s[2].device, "GPU 0 (CUDA_VISIBLE_DEVICES=3) worker 2");
+  EXPECT_EQ(s[3].device, "GPU 1 (CUDA_VISIBLE_DEVICES=5) worker 0");
+  EXPECT_EQ(s[4].env, gpus[1].env);
+}
+
 // tiled-cpu, except on cases with a key length of 33, 65, ...: there it crashes, hangs, or loses its
 // "device" (a sticky error: it throws and reports the context lost).
 class PlantedFault : public Kernel {

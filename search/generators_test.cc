@@ -35,6 +35,16 @@ RC_GTEST_PROP(Generators, NarrowedContractsGenerateOnlyTheirDtypesAndHeadDims, (
   RC_ASSERT(std::count(required.begin(), required.end(), "head-dim-not-multiple-of-8") == 0);
 }
 
+// A kernel that needs finite unused slots is given zeros there, every case still inside its contract; others get NaN.
+RC_GTEST_PROP(Generators, FiniteUnusedSlotsAreHonoured, ()) {
+  Contract k = builtin_registry().find("tiled-cpu")->contract();
+  RC_ASSERT((*kernel_case_gen(k)).data.poison);
+  k.finite_unused_slots = "known defect: NaN in unused slots reaches the output";
+  const KernelCase c = *kernel_case_gen(k);
+  RC_ASSERT(!c.data.poison);
+  RC_ASSERT(check_contract(k, c).supported);
+}
+
 RC_GTEST_PROP(Generators, RequirementsAreMet, ()) {
   const Contract k = builtin_registry().find("tiled-cpu")->contract();
   const KernelCase gqa = *kernel_case_gen(k, {.gqa = true});
