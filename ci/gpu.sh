@@ -16,7 +16,8 @@
 #   at volume, FlexAttention and FlashAttention-4: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
 #   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks).
 #   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH); a wheel too large for one
-#                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here
+#                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here; tools/wheels/fa4.sh
+#                              downloads and splits FlashAttention-4's
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
@@ -79,7 +80,11 @@ if [ -n "${FLASHCHECK_WHEEL_DIR:-}" ]; then
   else
     row "wheels (build/site)" "FAILED: $(tail -1 "$out/wheels.log")"; status=1
   fi
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" FLASHCHECK_PYTHONPATH="$site${FLASHCHECK_PYTHONPATH:+:$FLASHCHECK_PYTHONPATH}"
+  # --target installs leave the packages' .pth files unprocessed (only site directories run them; the CuTe DSL's
+  # puts its dsl_packages folder on sys.path): the paths they add, $site first, go on PYTHONPATH as well.
+  paths=$(python3 -c 'import site, sys; before = set(sys.path); site.addsitedir(sys.argv[1])
+print(":".join(p for p in sys.path if p not in before))' "$site" 2>> "$out/wheels.log" || echo "$site")
+  export PYTHONPATH="$paths${PYTHONPATH:+:$PYTHONPATH}" FLASHCHECK_PYTHONPATH="$paths${FLASHCHECK_PYTHONPATH:+:$FLASHCHECK_PYTHONPATH}"
 fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".

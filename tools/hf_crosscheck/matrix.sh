@@ -30,6 +30,8 @@ if [ -n "$long" ]; then
           hf-4.55.4:4.55.3 hf-4.55.2:4.55.1 hf-4.55:4.54.0 hf-4.55:4.54.1 hf-4.53:4.53.1 hf-4.53:4.53.2)
 fi
 cli=build/cpu/cli/flashcheck
+# The same BLAS code path for the export and the check (eager is compared bit for bit): tools/hf_crosscheck/run.sh.
+export MKL_CBWR=${MKL_CBWR:-COMPATIBLE}
 [ -x "$cli" ] || { echo "matrix.sh: $cli is missing: build it first (ci/build.sh cpu)" >&2; exit 2; }
 start=$(date +%s)
 versions=$(printf '%s\n' "${pairs[@]}" | cut -d: -f2 | sort -u)
@@ -42,8 +44,9 @@ for pair in "${pairs[@]}"; do
   p=${pair%%:*}
   v=${pair##*:}
   dir=build/hf-matrix/$p
-  # The stamp names the export's contents too: an export written before the SDPA records would skip that check.
-  stamp="$cases cases, flash+sdpa"
+  # The stamp names the export's contents and BLAS mode too: an export written before the SDPA records would skip that
+  # check, and one written without MKL_CBWR may not match the check bit for bit.
+  stamp="$cases cases, flash+sdpa, MKL_CBWR=$MKL_CBWR"
   if [ ! -f "$dir/manifest.json" ] || [ "$(cat "$dir/.cases" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$dir"
     "$cli" export --out "$dir" --fixtures fixtures tools/hf_crosscheck/scenarios --generated "$cases" --seed 1 --profile "$p" >/dev/null

@@ -26,6 +26,10 @@ elif [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
 fi
 
 log() { printf '[hf-crosscheck] %s\n' "$*" >&2; }
+# Eager is compared bit for bit, so the export and the check must take the same BLAS code path. MKL's default
+# dispatch does not always (on an AMD EPYC, the C++ export and transformers' eager differed by up to 24 ulp on fp32
+# GQA cases, docs/TRANSFORMERS.md); its conditional numerical reproducibility mode does.
+export MKL_CBWR=${MKL_CBWR:-COMPATIBLE}
 
 # The release goes side by side into build/hf/$want (never into the build's venv); torch comes from the
 # interpreter of build/python-for-torch (HF_PYTHON overrides it).

@@ -15,7 +15,11 @@ CONTRACT = {
     "empty_row": "zero",
     "returns_lse": True,
     "deterministic": True,
-    "notes": ["window (left, right) passed as window_size; causal as causal=True (bottom-right)"],
+    "finite_unused_slots": "known behaviour of the sm90 forward: NaN in key rows past seqused_k reaches the output "
+                           "(0 x NaN in P.V; FA4 documents it for paged KV only) "
+                           "(fixtures/found/fa4-sm90-nan-past-seqused-k.json)",
+    "notes": ["window (left, right) passed as window_size; causal as causal=True (bottom-right)",
+              "paged KV (page_table) is supported by FA4 on sm90 but not passed by this adapter yet"],
 }
 
 
