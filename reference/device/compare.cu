@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,9 @@ namespace flashcheck::device {
 namespace {
 
 constexpr int kWarps = 4;
+// Blocks of the first pass: enough to fill an H200's 132 SMs many times over, few enough that the atomics into
+// Acc stay far from the time of reading the outputs.
+constexpr unsigned kCompareBlocks = 2048;
 
 struct Acc {
   unsigned long long worst;      // (error bits << 32) | element index; errors are >= 0 so bits order as values
@@ -45,21 +49,6 @@ __device__ unsigned long long pack(float e, unsigned int idx) {
   return (static_cast<unsigned long long>(bits) << 32) | idx;
 }
 
-__device__ unsigned long long warp_max_u64(unsigned long long x) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, o);
-    x = y > x ? y : x;
-  }
-  return x;
-}
-__device__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ double warp_sum(double x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 __device__ unsigned long long warp_sum_u64(unsigned long long x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
@@ -70,11 +59,44 @@ __device__ unsigned int bits_of(float f) {
   return b;
 }
 
-// One warp per (row, head) cell; lanes stride over the channels.
-__global__ void compare_kernel(Args a) {
-  const long long cell = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (cell >= a.cells) return;
+// What one thread has seen of the cells its warp visited; reduced over the block before touching Acc.
+// No member initializers: a __shared__ array of it must be trivially constructible (nothing() gives the start).
+struct Partial {
+  unsigned long long worst, compared, nonfinite;
+  float base_max, floor_max;
+  double err_sum, base_sum, mfloor, ssum;
+  // Per cell, kept by lane 0 only.
+  unsigned long long compared_rows, empty_rows, empty_wrong, first_empty_wrong, lse_worst;
+  unsigned int lse_base_max, lse_floor_max;
+
+  __device__ static Partial nothing() {
+    Partial p{};
+    p.first_empty_wrong = ~0ull;
+    return p;
+  }
+
+  __device__ void merge(const Partial& o) {
+    worst = max(worst, o.worst);
+    compared += o.compared;
+    nonfinite += o.nonfinite;
+    base_max = fmaxf(base_max, o.base_max);
+    floor_max = fmaxf(floor_max, o.floor_max);
+    err_sum += o.err_sum;
+    base_sum += o.base_sum;
+    mfloor += o.mfloor;
+    ssum += o.ssum;
+    compared_rows += o.compared_rows;
+    empty_rows += o.empty_rows;
+    empty_wrong += o.empty_wrong;
+    first_empty_wrong = min(first_empty_wrong, o.first_empty_wrong);
+    lse_worst = max(lse_worst, o.lse_worst);
+    lse_base_max = max(lse_base_max, o.lse_base_max);
+    lse_floor_max = max(lse_floor_max, o.lse_floor_max);
+  }
+};
+
+// One (row, head) cell, by one warp: lanes stride over the channels and add into their own Partial.
+__device__ void compare_cell(const Args& a, long long cell, int lane, Partial& p) {
   const bool empty = a.empty[cell] != 0;
   if (empty && a.conv != EmptyRow::kUniform) {
     unsigned long long first = ~0ull;
@@ -85,80 +107,115 @@ __global__ void compare_kernel(Args a) {
     }
     for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
     if (lane == 0) {
-      atomicAdd(&a.acc->empty_rows, 1ull);
+      ++p.empty_rows;
       if (first != ~0ull) {
-        atomicAdd(&a.acc->empty_wrong, 1ull);
-        atomicMin(&a.acc->first_empty_wrong, first);
+        ++p.empty_wrong;
+        p.first_empty_wrong = min(p.first_empty_wrong, first);
       }
     }
     return;
   }
-  unsigned long long worst = 0, compared = 0, nonfinite = 0;
-  float base_max = 0.0f, floor_max = 0.0f;
-  double err_sum = 0, base_sum = 0, mfloor = 0, ssum = 0;
   for (int x = lane; x < a.dv; x += 32) {
     const long long at = cell * a.dv + x;
-    const float o = a.out[at], t = a.t_out[at], p = a.b_out[at];
-    ++compared;
+    const float o = a.out[at], t = a.t_out[at], b = a.b_out[at];
+    ++p.compared;
     if (!isfinite(t)) {
       const bool same = (isnan(o) && isnan(t)) || (isinf(o) && o == t);
       if (!same) {
-        ++nonfinite;
-        worst = max(worst, pack(INFINITY, static_cast<unsigned int>(at)));
+        ++p.nonfinite;
+        p.worst = max(p.worst, pack(INFINITY, static_cast<unsigned int>(at)));
       }
       continue;
     }
     float e = fabsf(o - t);
     if (!isfinite(o)) {
-      ++nonfinite;
+      ++p.nonfinite;
       e = INFINITY;
     }
     const float nz = a.t_noise[at];
     const float sp = dtype_spacing(a, t);
-    float be = fabsf(p - t);
+    float be = fabsf(b - t);
     if (!isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
     const float fl = tolerance::max_floor(sp, nz);
-    if (isfinite(e)) err_sum += e;
-    base_sum += be;
-    mfloor += tolerance::mean_floor(sp, nz);
-    ssum += sp;
-    floor_max = fmaxf(floor_max, fl);
-    base_max = fmaxf(base_max, be);
-    worst = max(worst, pack(e, static_cast<unsigned int>(at)));
+    if (isfinite(e)) p.err_sum += e;
+    p.base_sum += be;
+    p.mfloor += tolerance::mean_floor(sp, nz);
+    p.ssum += sp;
+    p.floor_max = fmaxf(p.floor_max, fl);
+    p.base_max = fmaxf(p.base_max, be);
+    p.worst = max(p.worst, pack(e, static_cast<unsigned int>(at)));
   }
-  worst = warp_max_u64(worst);
-  base_max = warp_max(base_max);
-  floor_max = warp_max(floor_max);
-  err_sum = warp_sum(err_sum);
-  base_sum = warp_sum(base_sum);
-  mfloor = warp_sum(mfloor);
-  ssum = warp_sum(ssum);
-  compared = warp_sum_u64(compared);
-  nonfinite = warp_sum_u64(nonfinite);
-  if (lane == 0) {
-    if (empty) atomicAdd(&a.acc->empty_rows, 1ull);
-    atomicMax(&a.acc->worst, worst);
-    atomicMax(&a.acc->base_max, bits_of(base_max));
-    atomicMax(&a.acc->floor_max, bits_of(floor_max));
-    atomicAdd(&a.acc->err_sum, err_sum);
-    atomicAdd(&a.acc->base_sum, base_sum);
-    atomicAdd(&a.acc->mean_floor_sum, mfloor);
-    atomicAdd(&a.acc->spacing_sum, ssum);
-    atomicAdd(&a.acc->compared, compared);
-    if (compared > 0) atomicAdd(&a.acc->compared_rows, 1ull);
-    atomicAdd(&a.acc->nonfinite, nonfinite);
-    if (a.check_lse && !empty) {
-      const float lt = a.t_lse[cell], lo = a.lse[cell], lb = a.b_lse[cell];
-      float e = fabsf(lo - lt);
-      if (!isfinite(lo)) e = INFINITY;
-      if (isnan(e)) e = INFINITY;
-      atomicMax(&a.acc->lse_worst, pack(e, static_cast<unsigned int>(cell)));
-      const float lbe = fabsf(lb - lt);
-      const float lsp = dtype_spacing(a, lt);
-      atomicMax(&a.acc->lse_base_max, bits_of(isfinite(lbe) ? lbe : tolerance::overflowed_baseline_error(lsp)));
-      atomicMax(&a.acc->lse_floor_max, bits_of(tolerance::max_floor(lsp, a.t_lse_noise[cell])));
-    }
+  if (lane != 0) return;
+  if (empty) ++p.empty_rows;
+  if (a.dv > 0) ++p.compared_rows;  // every channel of the cell was compared
+  if (a.check_lse && !empty) {
+    const float lt = a.t_lse[cell], lo = a.lse[cell], lb = a.b_lse[cell];
+    float e = fabsf(lo - lt);
+    if (!isfinite(lo)) e = INFINITY;
+    if (isnan(e)) e = INFINITY;
+    p.lse_worst = max(p.lse_worst, pack(e, static_cast<unsigned int>(cell)));
+    const float lbe = fabsf(lb - lt);
+    const float lsp = dtype_spacing(a, lt);
+    p.lse_base_max = max(p.lse_base_max, bits_of(isfinite(lbe) ? lbe : tolerance::overflowed_baseline_error(lsp)));
+    p.lse_floor_max = max(p.lse_floor_max, bits_of(tolerance::max_floor(lsp, a.t_lse_noise[cell])));
   }
+}
+
+__device__ void warp_merge(Partial& p) {
+  for (int o = 16; o > 0; o >>= 1) {
+    Partial q = Partial::nothing();
+    q.worst = __shfl_xor_sync(0xffffffffu, p.worst, o);
+    q.compared = __shfl_xor_sync(0xffffffffu, p.compared, o);
+    q.nonfinite = __shfl_xor_sync(0xffffffffu, p.nonfinite, o);
+    q.base_max = __shfl_xor_sync(0xffffffffu, p.base_max, o);
+    q.floor_max = __shfl_xor_sync(0xffffffffu, p.floor_max, o);
+    q.err_sum = __shfl_xor_sync(0xffffffffu, p.err_sum, o);
+    q.base_sum = __shfl_xor_sync(0xffffffffu, p.base_sum, o);
+    q.mfloor = __shfl_xor_sync(0xffffffffu, p.mfloor, o);
+    q.ssum = __shfl_xor_sync(0xffffffffu, p.ssum, o);
+    q.compared_rows = __shfl_xor_sync(0xffffffffu, p.compared_rows, o);
+    q.empty_rows = __shfl_xor_sync(0xffffffffu, p.empty_rows, o);
+    q.empty_wrong = __shfl_xor_sync(0xffffffffu, p.empty_wrong, o);
+    q.first_empty_wrong = __shfl_xor_sync(0xffffffffu, p.first_empty_wrong, o);
+    q.lse_worst = __shfl_xor_sync(0xffffffffu, p.lse_worst, o);
+    q.lse_base_max = __shfl_xor_sync(0xffffffffu, p.lse_base_max, o);
+    q.lse_floor_max = __shfl_xor_sync(0xffffffffu, p.lse_floor_max, o);
+    p.merge(q);
+  }
+}
+
+// Each warp walks cells with a grid stride and keeps its statistics in registers; the block merges its warps
+// in shared memory and adds into Acc once. Atomics per cell on the one Acc (a dozen, some in double) serialised
+// on the same addresses: 5.5 ms for the 524,288 cells of every realistic shape (docs/PERFORMANCE.md).
+__global__ void compare_kernel(Args a) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Partial p = Partial::nothing();
+  for (long long cell = static_cast<long long>(blockIdx.x) * kWarps + warp; cell < a.cells;
+       cell += static_cast<long long>(gridDim.x) * kWarps)
+    compare_cell(a, cell, lane, p);
+  warp_merge(p);
+  __shared__ Partial block[kWarps];
+  if (lane == 0) block[warp] = p;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kWarps; ++w) p.merge(block[w]);
+  Acc& acc = *a.acc;
+  atomicMax(&acc.worst, p.worst);
+  atomicMax(&acc.base_max, bits_of(p.base_max));
+  atomicMax(&acc.floor_max, bits_of(p.floor_max));
+  atomicAdd(&acc.err_sum, p.err_sum);
+  atomicAdd(&acc.base_sum, p.base_sum);
+  atomicAdd(&acc.mean_floor_sum, p.mfloor);
+  atomicAdd(&acc.spacing_sum, p.ssum);
+  atomicAdd(&acc.compared, p.compared);
+  atomicAdd(&acc.compared_rows, p.compared_rows);
+  atomicAdd(&acc.nonfinite, p.nonfinite);
+  atomicAdd(&acc.empty_rows, p.empty_rows);
+  atomicAdd(&acc.empty_wrong, p.empty_wrong);
+  atomicMin(&acc.first_empty_wrong, p.first_empty_wrong);
+  atomicMax(&acc.lse_worst, p.lse_worst);
+  atomicMax(&acc.lse_base_max, p.lse_base_max);
+  atomicMax(&acc.lse_floor_max, p.lse_floor_max);
 }
 
 __global__ void init_kernel(Acc* acc) {
@@ -245,7 +302,7 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   init_kernel<<<1, 1>>>(a.acc);
   if (a.cells > 0) {
     const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
-    compare_kernel<<<grid, 32 * kWarps>>>(a);
+    compare_kernel<<<std::min(grid, kCompareBlocks), 32 * kWarps>>>(a);
     finish_kernel<<<grid, 32 * kWarps>>>(a);
   }
   check_last("device compare");

@@ -2,11 +2,18 @@
 
 The packed batch goes in as one sequence of all rows, and a mask_mod keeps each query inside its own
 document (the varlen batch), applies the causal diagonal (bottom-right or top-left), the window and
-seqused_k; softcap is a score_mod; grouped KV heads use enable_gqa; the LSE comes from return_lse.
+seqused_k; softcap is a score_mod; grouped KV heads use enable_gqa; the LSE comes from return_aux.
 FlexAttention picks its decoding kernel for short queries by itself. The compiled function is made
 once per process and reused with dynamic shapes, so that a campaign is not dominated by recompilation:
 flex_compile_seconds() reports the time spent compiling.
+
+Dynamo still specializes every size that is 0 or 1 (a batch of one, one block of queries or keys, one query),
+so each configuration compiles up to 2^k graphs. FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental
+`backed_size_oblivious`, which drops those guards: on the CPU with Dynamo alone (no Inductor), 200 cases of a
+mixed batch took 16 graphs instead of 44 (tools/flex_graphs.py, docs/RESULTS.md). Whether Inductor lowers the
+kernel that way on the GPU has not been run yet, so it is a switch, off by default.
 """
+import os
 import time
 
 import torch
@@ -30,7 +37,7 @@ CONTRACT = {
               "softcap: score_mod tanh; GQA: enable_gqa=True"],
 }
 
-_compiled = None
+_compiled = {}  # by Dynamo backend
 _compile_seconds = 0.0
 _shapes_seen = set()
 
@@ -39,9 +46,8 @@ def flex_compile_seconds():
     return _compile_seconds
 
 
-def _flex():
-    global _compiled
-    if _compiled is None:
+def _flex(backend="inductor"):
+    if backend not in _compiled:
         import torch._dynamo.config as dynamo
         from torch.nn.attention.flex_attention import flex_attention
         # Dynamo specializes sizes 0 and 1 and each (grouping, softcap) graph separately, so a campaign passes the
@@ -50,8 +56,11 @@ def _flex():
         # instead of the fallback, so that a verdict always concerns the compiled kernel.
         dynamo.recompile_limit = 128
         dynamo.fail_on_recompile_limit_hit = True
-        _compiled = torch.compile(flex_attention, dynamic=True)
-    return _compiled
+        if os.environ.get("FLASHCHECK_FLEX_SIZE_OBLIVIOUS") == "1":
+            import torch.fx.experimental._config as fx_config
+            fx_config.backed_size_oblivious = True
+        _compiled[backend] = torch.compile(flex_attention, dynamic=True, backend=backend)
+    return _compiled[backend]
 
 
 def _document_maps(cu, total, device):
@@ -70,7 +79,7 @@ def _document_maps(cu, total, device):
 
 
 def attention(q, k, v, out, lse, args):
-    from torch.nn.attention.flex_attention import create_block_mask
+    from torch.nn.attention.flex_attention import AuxRequest, create_block_mask
     global _compile_seconds
     device = q.device
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
@@ -109,8 +118,12 @@ def attention(q, k, v, out, lse, args):
     qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, H, rows, d)
     shape = (q.dtype, q.shape[1], k.shape[1], q.shape[2], v.shape[2], args.softcap > 0)
     start = time.perf_counter()
-    o, row_lse = _flex()(qh, kh, vh, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
-                         enable_gqa=q.shape[1] != k.shape[1], return_lse=True)
+    # return_aux, not the deprecated return_lse: its one-time warning is a guard of the compiled graph, and the
+    # first call after it recompiled.
+    o, aux = _flex("inductor" if q.is_cuda else "eager")(
+        qh, kh, vh, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
+        enable_gqa=q.shape[1] != k.shape[1], return_aux=AuxRequest(lse=True))
+    row_lse = aux.lse
     if shape not in _shapes_seen:  # the first call of a configuration compiles it
         if q.is_cuda:
             torch.cuda.synchronize()
@@ -119,3 +132,15 @@ def attention(q, k, v, out, lse, args):
     out.copy_(o[0].transpose(0, 1))
     if lse is not None:
         lse.copy_(row_lse[0].transpose(0, 1))
+
+
+def attention_cpu(q, k, v, out, lse, args):
+    """The adapter on the CPU, for CI: the same masks, document maps, score_mod and LSE, traced by Dynamo with
+    its eager backend, so that flex_attention runs its unfused reference path instead of a compiled kernel.
+    It tests this adapter's translation of the case, not FlexAttention's kernel."""
+    attention(q, k, v, out, lse, args)
+
+
+attention_cpu.contract = dict(
+    CONTRACT, device="cpu", dtypes=["fp32"],
+    summary="this adapter on the CPU (Dynamo's eager backend: flex_attention's unfused path), to test the adapter")

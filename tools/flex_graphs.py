@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""tools/flex_graphs.py [--cases N] [--seed S] [--size-oblivious] [--log] — how many graphs Dynamo builds for the
+FlexAttention adapter (kernels/python/flashcheck_kernels/flex_attention.py) over N cases of a mixed batch.
+
+Runs on the CPU with a counting Dynamo backend instead of Inductor: the guards, and so the recompilations, are the
+ones a GPU campaign meets, without their cost. Each graph is one Inductor compilation of the flex template on a GPU,
+which is what bounds FlexAttention campaigns (docs/RESULTS.md). --log prints Dynamo's recompilation reasons.
+"""
+import argparse
+import os
+import random
+import sys
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--size-oblivious", action="store_true", help="set FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1")
+    ap.add_argument("--log", action="store_true", help="print Dynamo's recompilation reasons")
+    a = ap.parse_args()
+    if a.size_oblivious:
+        os.environ["FLASHCHECK_FLEX_SIZE_OBLIVIOUS"] = "1"
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+    from flashcheck_kernels import flex_attention as adapter
+    if a.log:
+        torch._logging.set_logs(recompiles=True)
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    adapter._flex()  # the adapter's Dynamo settings, then the same call with the counting backend
+    adapter._compiled["eager"] = torch.compile(flex_attention, dynamic=True, backend=counting)
+    rng = random.Random(a.seed)
+    heads = 8
+    for n in range(1, a.cases + 1):
+        lens = []
+        for _ in range(rng.randint(1, 4)):
+            lq = rng.choice([1, 2, rng.randint(1, 300)])
+            lens.append((lq, lq + rng.randint(0, 64)))
+        kv_heads = rng.choice([1, 2, 4, 8])
+        window = rng.choice([(-1, -1), (-1, 0), (16, 0), (5, 7)])
+        softcap = rng.choice([0.0, 0.0, 5.0])
+        used = [max(1, lk - rng.randint(0, 3)) for _, lk in lens] if rng.random() < 0.3 else None
+        cu_q, cu_k = [0], [0]
+        for lq, lk in lens:
+            cu_q.append(cu_q[-1] + lq)
+            cu_k.append(cu_k[-1] + lk)
+        q = torch.randn(cu_q[-1], heads, 64)
+        k = torch.randn(cu_k[-1], kv_heads, 64)
+        v = torch.randn(cu_k[-1], kv_heads, 64)
+        args = types.SimpleNamespace(
+            cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32), cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32),
+            seqused_k=None if used is None else torch.tensor(used, dtype=torch.int32), batch=len(lens),
+            softmax_scale=0.125, softcap=softcap, top_left=False, window_left=window[0], window_right=window[1])
+        adapter.attention(q, k, v, torch.empty(cu_q[-1], heads, 64), torch.empty(cu_q[-1], heads), args)
+        if n in (10, 50, 100) or n == a.cases:
+            print(f"after {n} cases: {len(graphs)} graphs", flush=True)
+
+
+if __name__ == "__main__":
+    main()
