@@ -33,13 +33,13 @@ step "cross-check selftest" bash tools/hf_crosscheck/run.sh --selftest --quiet
 step "release matrix" bash tools/hf_crosscheck/matrix.sh
 # Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job
 # array of CPU shards and its dependent merge on a local slurmctld + slurmd (Debian's packages).
-bash ci/k8s/validate.sh
+step "kubernetes manifests" bash ci/k8s/validate.sh
 if [ "$(id -u)" = 0 ]; then
-  bash ci/slurm/test_local_cluster.sh build/cpu/cli/flashcheck
+  step "slurm cluster" bash ci/slurm/test_local_cluster.sh build/cpu/cli/flashcheck
 else
   echo "[test] skipping the SLURM cluster test: it starts slurmctld/slurmd as root"
 fi
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+cuda_compile() {
   echo "[test] compiling the CUDA sources (cuda preset, nothing runs them here)"
   export PATH="$PATH:/usr/local/cuda/bin"
   cmake --preset cuda >build/configure-cuda.log 2>&1 || { cat build/configure-cuda.log; exit 1; }
@@ -49,4 +49,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake -S examples/plugins/cuda_attention -B build/example-cuda-plugin -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install-cuda" \
     -DCMAKE_CUDA_ARCHITECTURES=90 > build/configure-example-cuda.log 2>&1 || { cat build/configure-example-cuda.log; exit 1; }
   cmake --build build/example-cuda-plugin
+}
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  step "cuda compile" cuda_compile
 fi
