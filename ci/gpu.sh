@@ -11,10 +11,12 @@
 #                              campaign-gpus (default: all), and sanitize (not in the default: compute-sanitizer over
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
+#   GPU_BENCH_IN_FLIGHT="..."  the --in-flight counts the bench stage measures besides 1 (default "2 4 8")
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
 #   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and py-campaign (Python kernels
 #   at volume, FlexAttention and FlashAttention-4: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
-#   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks).
+#   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks, GPU_PY_SEED
+#   seeds the campaigns: the same seed and output folder resume one).
 #   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH); a wheel too large for one
 #                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here; tools/wheels/fa4.sh
 #                              downloads and splits FlashAttention-4's
@@ -103,7 +105,7 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
 fi
 
 if has tests; then
-  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test search_test; do
+  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test conformance_device_test search_test; do
     x=$(exe "$t")
     if [ -z "$x" ]; then row "test $t" "FAILED (no executable $t under $bin)"; status=1
     elif "$x" > "$out/$t.log" 2>&1; then row "test $t" "$(grep -E '^\[  PASSED' "$out/$t.log")"
@@ -125,6 +127,11 @@ fi
 if has bench; then
   fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 > "$out/bench.txt" 2>&1
   row "bench flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench.txt" | tail -1)"
+  # Issue 12, deliverable 2: several cases in flight, one thread and stream each (GPU_BENCH_IN_FLIGHT).
+  for n in ${GPU_BENCH_IN_FLIGHT:-2 4 8}; do
+    fc bench --kernel flash-fwd-varlen --mix standard --cases 3000 --warmup 100 --in-flight "$n" > "$out/bench-in-flight-$n.txt" 2>&1 || status=1
+    row "bench flash-fwd-varlen, $n in flight" "$(grep ' cases/s ' "$out/bench-in-flight-$n.txt" | tail -1)"
+  done
   FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --mix standard --cases 500 --warmup 50 > "$out/bench-profile.txt" 2>&1
   # Issue 12: the realistic shapes with per-stage times (tensor-core reference, then the SIMT one for the
   # comparison), and the Python harness with flash-attn's test recipe on both mixes in the same visit.
@@ -317,6 +324,7 @@ if has py-campaign; then
     python3 -c 'import flash_attn.cute' > "$out/py-fa4-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flash_attn_4:attention)
   fi
   narrow=(--dtype "${GPU_PY_DTYPE:-bf16}" --head-dim "${GPU_PY_HEAD_DIM:-128}")
+  py_seed=${GPU_PY_SEED:-2041}  # a new seed per session, so that campaigns add cases instead of repeating them
   workers=(--gpus 0 --workers-per-gpu "${GPU_PY_WORKERS:-4}" --timeout 300)
   for k in "${py_kernels[@]}"; do
     slug=$(printf '%s' "$k" | sed 's/^py:flashcheck_kernels\.//; s/:.*//')
@@ -326,10 +334,10 @@ if has py-campaign; then
       --out "$out/py-$slug-found" --json > "$out/py-$slug-warmup.json" 2> "$out/py-$slug-warmup.err"
     row "$slug warm-up (compiles)" "$(( $(date +%s) - start )) s: $(tail -1 "$out/py-$slug-warmup.err" | cut -c1-120)"
     start=$(date +%s)
-    fc campaign --kernel "$k" --property all "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed 2041 \
+    fc campaign --kernel "$k" --property all "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed "$py_seed" \
       --out "$out/py-$slug-default" > "$out/py-$slug-default.log" 2>&1
     fc campaign --kernel "$k" --property conformance "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_LARGE_SECONDS:-60}" \
-      --max-len 4096 --max-heads 32 --work-budget 3e10 --seed 2051 --out "$out/py-$slug-realistic" > "$out/py-$slug-realistic.log" 2>&1
+      --max-len 4096 --max-heads 32 --work-budget 3e10 --seed $(( py_seed + 10 )) --out "$out/py-$slug-realistic" > "$out/py-$slug-realistic.log" 2>&1
     fc merge "$out/py-$slug-default" "$out/py-$slug-realistic" --out "$out/py-$slug-merged" --no-html > "$out/py-$slug-merge.log" 2>&1
     row "$slug campaign" "$(grep -m1 'cases from' "$out/py-$slug-merged/summary.md") $(head -1 "$out/py-$slug-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
   done

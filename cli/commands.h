@@ -151,6 +151,7 @@ struct BenchOptions {
   std::int64_t cases = 2000;
   std::int64_t warmup = 50;
   std::uint64_t seed = 1;
+  std::int64_t in_flight = 1;  // threads, each with its own stream, each keeping one case in flight
   bool json = false;
 };
 int run_bench(const BenchOptions& o);

@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
   cmd_bench->add_option("--cases,-n", bench.cases, "Timed cases")->capture_default_str();
   cmd_bench->add_option("--warmup", bench.warmup, "Untimed cases first")->capture_default_str();
   cmd_bench->add_option("--seed,-s", bench.seed, "Seed of the case generator")->capture_default_str();
+  cmd_bench->add_option("--in-flight", bench.in_flight,
+                        "Cases in flight on the GPU: threads, each with its own CUDA stream (conformance on a CUDA kernel)")
+      ->capture_default_str();
   cmd_bench->add_flag("--json", bench.json, "Machine-readable result");
 
   ExportOptions exp;

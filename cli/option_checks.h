@@ -12,6 +12,8 @@ namespace flashcheck::cli {
 inline constexpr std::int64_t kMaxFuzzCases = 10'000'000'000;
 // Cases a command generates up front and holds in memory (bench --cases, export --generated).
 inline constexpr std::int64_t kMaxPreGeneratedCases = 100'000;
+// bench --in-flight: threads on one GPU; beyond this the streams only contend.
+inline constexpr std::int64_t kMaxCasesInFlight = 32;
 // Seconds of any time option: 30 days.
 inline constexpr double kMaxSeconds = 30.0 * 24 * 3600;
 

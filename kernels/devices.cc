@@ -12,6 +12,7 @@ bool cuda_build() { return true; }
 #else
 int cuda_device_count() { return 0; }
 bool cuda_build() { return false; }
+bool use_thread_stream() { return false; }
 #endif
 
 }  // namespace flashcheck

@@ -8,5 +8,9 @@ namespace flashcheck {
 int cuda_device_count();
 // Whether this build has the CUDA kernels at all (the cuda preset).
 bool cuda_build();
+// Puts the calling thread's device work on its own stream, torch's calls included, so that several
+// threads keep cases in flight on one GPU (core/device/device_memory.h, "Streams"); false in a build
+// without CUDA. Call it once, at the start of the thread, before the thread's first case.
+bool use_thread_stream();
 
 }  // namespace flashcheck

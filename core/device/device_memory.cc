@@ -7,7 +7,6 @@
 #include <map>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <mutex>
 
 namespace flashcheck::device {
 namespace {
@@ -47,13 +46,12 @@ void check(int code, const char* what) {
 
 void check_last(const char* what, bool sync) {
   check(cudaGetLastError(), what);
-  if (sync) check(cudaDeviceSynchronize(), what);
+  if (sync) synchronize();
 }
 
 void* slot(const std::string& name, std::size_t bytes) {
-  static std::mutex mu;
-  static std::map<std::string, Slot> slots;
-  std::lock_guard<std::mutex> lock(mu);
+  // Per thread: a thread's case owns its buffers while another thread's case is in flight.
+  thread_local std::map<std::string, Slot> slots;
   Slot& s = slots[name];
   if (s.bytes < bytes) {
     if (s.ptr) check(cudaFree(s.ptr), "cudaFree");
@@ -66,13 +64,25 @@ void* slot(const std::string& name, std::size_t bytes) {
   return s.ptr;
 }
 
+// A copy from pageable memory has taken the source when cudaMemcpyAsync returns, so only the download waits.
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread), "cudaMemcpyAsync to device");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  if (!bytes) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "cudaMemcpyAsync to host");
+  check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
 }
-void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+namespace {
+thread_local bool thread_owns_stream = false;
+}  // namespace
+
+void own_thread_stream() { thread_owns_stream = true; }
+void synchronize() {
+  if (thread_owns_stream) check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+  else check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
 
 int count() {
   // Probed in a child process: initializing the CUDA runtime here would break every worker this process

@@ -80,7 +80,7 @@ void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt)
   a.dist = r.dist;
   a.seed = r.seed;
   a.dt = dt;
-  fill_tensors_kernel<<<blocks_for(total), 256>>>(a);
+  fill_tensors_kernel<<<blocks_for(total), 256, 0, cudaStreamPerThread>>>(a);
   check(cudaGetLastError(), "fill_tensors launch");
 }
 
@@ -90,7 +90,7 @@ void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale,
   if (n == 0) return;
   // The element -> value map is independent of the grid, so any launch shape gives the same bits.
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((n + 255) / 256, 65535));
-  fill_kernel<<<blocks, 256>>>(dst, r.dist, r.seed, t, scale, dt, b, pos0, n, heads, dim, onehot);
+  fill_kernel<<<blocks, 256, 0, cudaStreamPerThread>>>(dst, r.dist, r.seed, t, scale, dt, b, pos0, n, heads, dim, onehot);
   check(cudaGetLastError(), "fill_recipe_rows launch");
 }
 
@@ -103,7 +103,7 @@ std::vector<float> recipe_rows_via_device(const DataRecipe& r, TensorId t, doubl
   check(cudaMalloc(&dev, n * sizeof(float) + 1), "cudaMalloc");
   try {
     fill_recipe_rows(dev, r, t, scale, dt, b, pos0, rows, heads, dim, onehot);
-    check(cudaMemcpy(host.data(), dev, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    copy_to_host(host.data(), dev, n * sizeof(float));
   } catch (...) {
     cudaFree(dev);
     throw;

@@ -356,11 +356,11 @@ void dispatch_dv(const Params& p) {
 }
 template <int kT>
 struct LaunchReference {
-  static void run(const Params& p) { reference_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock>>>(p); }
+  static void run(const Params& p) { reference_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, cudaStreamPerThread>>>(p); }
 };
 template <int kT>
 struct LaunchBaseline {
-  static void run(const Params& p) { baseline_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock>>>(p); }
+  static void run(const Params& p) { baseline_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, cudaStreamPerThread>>>(p); }
 };
 
 }  // namespace

@@ -1,0 +1,84 @@
+// Cases in flight: threads that each put their work on their own stream (kernels/devices.h,
+// use_thread_stream) must give the verdicts one thread gives, to the bit, failures included. A race on
+// the per-case device buffers or a missing wait between a case's stages shows here as a changed error or
+// verdict. Needs a GPU (skipped without one).
+#include "properties/conformance_device.h"
+
+#include <gtest/gtest.h>
+#include <thread>
+#include <vector>
+
+#include "core/device/device_memory.h"
+#include "kernels/devices.h"
+#include "kernels/kernel.h"
+
+namespace flashcheck {
+namespace {
+
+// Varied varlen cases, different in size so that the threads' cases overlap at different stages.
+std::vector<KernelCase> varied_cases() {
+  std::vector<KernelCase> cases;
+  for (int i = 0; i < 48; ++i) {
+    KernelCase c;
+    c.kv_heads = 1 + i % 4;
+    c.heads = c.kv_heads * (1 + i % 3);
+    c.head_dim = c.v_head_dim = i % 2 ? 128 : 64;
+    c.dtype = i % 5 ? DType::kBF16 : DType::kF16;
+    c.causal = i % 3 != 0;
+    for (int b = 0; b <= i % 4; ++b) {
+      const std::int64_t q = 1 + (37 * i + 101 * b) % 700;
+      c.seqs.push_back({.q_len = q, .k_len = q + (13 * i + b) % 200});
+    }
+    c.data.seed = 1000 + static_cast<std::uint64_t>(i);
+    cases.push_back(c);
+  }
+  // FA2's window defect (fixtures/found/flash-window-more-queries-than-keys.json): must fail on every thread.
+  KernelCase bad;
+  bad.dtype = DType::kF16;
+  bad.heads = bad.kv_heads = 1;
+  bad.head_dim = bad.v_head_dim = 8;
+  bad.window = {0, -1};
+  bad.seqs = {{.q_len = 3, .k_len = 1}};
+  bad.data.seed = 888923666406;
+  cases.insert(cases.begin() + 20, bad);
+  return cases;
+}
+
+TEST(ConformanceInFlight, ThreadsOnTheirOwnStreamsGiveTheVerdictsOfOneThread) {
+  if (!device::available()) GTEST_SKIP() << "no CUDA device";
+  Kernel* k = builtin_registry().find("flash-fwd-varlen");
+  ASSERT_NE(k, nullptr);
+  const std::vector<KernelCase> cases = varied_cases();
+  std::vector<Verdict> alone;
+  for (const KernelCase& c : cases) alone.push_back(check_conformance_device(*k, c, nullptr));
+  ASSERT_EQ(alone[20].kind, VerdictKind::kFail) << "the planted window case must fail";
+
+  std::vector<Verdict> together(cases.size());
+  constexpr std::size_t kThreads = 4;
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      ASSERT_TRUE(use_thread_stream());
+      for (int round = 0; round < 3; ++round)  // rounds: every thread meets every other's cases mid-flight
+        for (std::size_t i = (t + round) % kThreads; i < cases.size(); i += kThreads)
+          together[i] = check_conformance_device(*k, cases[i], nullptr);
+    });
+  for (std::thread& th : pool) th.join();
+
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(together[i].kind, alone[i].kind) << together[i].reason << " / " << alone[i].reason;
+    ASSERT_TRUE(alone[i].cmp.has_value()) << alone[i].reason;
+    ASSERT_TRUE(together[i].cmp.has_value()) << together[i].reason;
+    const Comparison &a = *alone[i].cmp, &b = *together[i].cmp;
+    EXPECT_GT(a.compared + a.empty_rows, 0);
+    EXPECT_EQ(b.err_max, a.err_max);
+    EXPECT_EQ(b.base_max, a.base_max);
+    EXPECT_EQ(b.compared, a.compared);
+    EXPECT_EQ(b.empty_wrong, a.empty_wrong);
+    EXPECT_EQ(b.lse_err, a.lse_err);
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck
