@@ -57,22 +57,35 @@ double run_cases(const BenchOptions& o, Kernel& k, const Property& p, const std:
   std::atomic<std::size_t> next{0};
   std::chrono::steady_clock::time_point start;
   std::barrier ready(static_cast<std::ptrdiff_t>(threads), [&]() noexcept { start = std::chrono::steady_clock::now(); });
+  // A harness error in a thread (not the kernel's: that is a verdict) is counted and the others go on; an
+  // exception must not leave a thread, which would end the process.
+  auto judge = [&](std::size_t i, bool timed) {
+    try {
+      const Verdict v = p.check(k, cases[i]);
+      if (timed) tally.add(v);
+    } catch (const std::exception& e) {
+      if (timed) ++tally.other;
+      fmt::print(stderr, "flashcheck bench: case {}: {}\n", i, e.what());
+    }
+  };
   std::vector<std::thread> pool;
   for (std::size_t t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      use_thread_stream();
-      for (std::size_t i = t; i < warmup; i += threads) p.check(k, cases[i]);
-      ready.arrive_and_wait();
-      for (std::size_t i = next++; i < cases.size(); i = next++) {
-        try {
-          tally.add(p.check(k, cases[i]));
-        } catch (const std::exception& e) {  // a harness error, not the kernel's: counted, and the others go on
-          ++tally.other;
-          fmt::print(stderr, "flashcheck bench: case {}: {}\n", i, e.what());
-        }
+      try {
+        use_thread_stream();
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "flashcheck bench: thread {} could not take its own stream: {}\n", t, e.what());
+        ready.arrive_and_drop();
+        return;
       }
+      for (std::size_t i = t; i < warmup; i += threads) judge(i, false);
+      ready.arrive_and_wait();
+      for (std::size_t i = next++; i < cases.size(); i = next++) judge(i, true);
     });
   for (std::thread& th : pool) th.join();
+  // Cases no thread took (every thread failed to take its stream) count as errors, never as passes.
+  if (const std::size_t taken = std::min(next.load(), cases.size()); taken < cases.size())
+    tally.other += static_cast<std::int64_t>(cases.size() - taken);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
