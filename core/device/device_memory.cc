@@ -64,23 +64,26 @@ void* slot(const std::string& name, std::size_t bytes) {
   return s.ptr;
 }
 
+namespace {
+thread_local cudaStream_t thread_stream = nullptr;  // set by set_thread_stream; null: cudaStreamPerThread
+}  // namespace
+
+void* stream() { return thread_stream ? thread_stream : cudaStreamPerThread; }
+void set_thread_stream(void* s) { thread_stream = static_cast<cudaStream_t>(s); }
+
 // A copy from pageable memory has taken the source when cudaMemcpyAsync returns, so only the download waits.
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread), "cudaMemcpyAsync to device");
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream())), "cudaMemcpyAsync to device");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "cudaMemcpyAsync to host");
-  check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+  const auto s = static_cast<cudaStream_t>(stream());
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync to host");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
-namespace {
-thread_local bool thread_owns_stream = false;
-}  // namespace
-
-void own_thread_stream() { thread_owns_stream = true; }
 void synchronize() {
-  if (thread_owns_stream) check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+  if (thread_stream) check(cudaStreamSynchronize(thread_stream), "cudaStreamSynchronize");
   else check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 

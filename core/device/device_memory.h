@@ -29,12 +29,13 @@ void check(int code, const char* what);
 // Checks the last launch error and, with `sync`, everything queued before it.
 void check_last(const char* what, bool sync = false);
 
-// Streams: every launch and copy of the harness goes to the calling thread's default stream
-// (cudaStreamPerThread). That stream synchronizes with the legacy default stream, where torch and plugins
+// Streams: every launch and copy of the harness goes to the calling thread's harness stream, by default
+// cudaStreamPerThread. That stream synchronizes with the legacy default stream, where torch and plugins
 // work unless told otherwise, so one thread needs nothing more. Threads that keep cases in flight side by
-// side call own_thread_stream() (and put torch on the same stream, kernels/devices.h), after which
-// synchronize() waits for the calling thread's stream only instead of the whole device.
-void own_thread_stream();
+// side each set a stream of their own (kernels/devices.h puts torch on it too), after which synchronize()
+// waits for that stream only instead of the whole device.
+void* stream();  // the calling thread's harness stream, a cudaStream_t
+void set_thread_stream(void* stream);
 
 // A grow-only device buffer per slot name and thread; pointers stay valid until the slot grows again.
 void* slot(const std::string& name, std::size_t bytes);

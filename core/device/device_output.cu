@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
 
 namespace flashcheck::device {
 namespace {
@@ -48,8 +49,8 @@ unsigned blocks(std::int64_t n) { return static_cast<unsigned>(std::min<std::int
 std::int64_t count(const float* base, std::int64_t begin, std::int64_t end, std::uint32_t bits, bool equal) {
   if (end <= begin) return 0;
   auto* n = slot_of<unsigned long long>("output.count", 1);
-  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), cudaStreamPerThread), "cudaMemsetAsync");
-  count_kernel<<<blocks(end - begin), 256, 0, cudaStreamPerThread>>>(reinterpret_cast<const std::uint32_t*>(base), begin, end, bits, equal, n);
+  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+  count_kernel<<<blocks(end - begin), 256, 0, harness_stream()>>>(reinterpret_cast<const std::uint32_t*>(base), begin, end, bits, equal, n);
   check_last("output buffer count");
   unsigned long long host = 0;
   copy_to_host(&host, n, sizeof host);
@@ -66,16 +67,16 @@ DeviceOutput::DeviceOutput(std::int64_t out_elems, std::int64_t lse_elems, std::
 }
 
 void DeviceOutput::poison() {
-  pattern_kernel<<<blocks(out_elems_ + 2 * margin_), 256, 0, cudaStreamPerThread>>>(reinterpret_cast<std::uint32_t*>(out_), out_elems_ + 2 * margin_, margin_);
-  pattern_kernel<<<blocks(lse_elems_ + 2 * margin_), 256, 0, cudaStreamPerThread>>>(reinterpret_cast<std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_);
+  pattern_kernel<<<blocks(out_elems_ + 2 * margin_), 256, 0, harness_stream()>>>(reinterpret_cast<std::uint32_t*>(out_), out_elems_ + 2 * margin_, margin_);
+  pattern_kernel<<<blocks(lse_elems_ + 2 * margin_), 256, 0, harness_stream()>>>(reinterpret_cast<std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_);
   check_last("output buffer poison");
   lse_written = false;
 }
 
 std::int64_t DeviceOutput::canary_damage() const {
   auto* n = slot_of<unsigned long long>("output.canaries", 1);
-  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), cudaStreamPerThread), "cudaMemsetAsync");
-  canary_kernel<<<blocks(4 * margin_), 256, 0, cudaStreamPerThread>>>(reinterpret_cast<const std::uint32_t*>(out_), out_elems_ + 2 * margin_,
+  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+  canary_kernel<<<blocks(4 * margin_), 256, 0, harness_stream()>>>(reinterpret_cast<const std::uint32_t*>(out_), out_elems_ + 2 * margin_,
                                               reinterpret_cast<const std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_, n);
   check_last("output buffer canaries");
   unsigned long long host = 0;

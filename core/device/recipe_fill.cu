@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
 #include "core/device/recipe_fill.h"
 #include "core/recipe.h"
 
@@ -80,7 +81,7 @@ void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt)
   a.dist = r.dist;
   a.seed = r.seed;
   a.dt = dt;
-  fill_tensors_kernel<<<blocks_for(total), 256, 0, cudaStreamPerThread>>>(a);
+  fill_tensors_kernel<<<blocks_for(total), 256, 0, harness_stream()>>>(a);
   check(cudaGetLastError(), "fill_tensors launch");
 }
 
@@ -90,7 +91,7 @@ void fill_recipe_rows(float* dst, const DataRecipe& r, TensorId t, double scale,
   if (n == 0) return;
   // The element -> value map is independent of the grid, so any launch shape gives the same bits.
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((n + 255) / 256, 65535));
-  fill_kernel<<<blocks, 256, 0, cudaStreamPerThread>>>(dst, r.dist, r.seed, t, scale, dt, b, pos0, n, heads, dim, onehot);
+  fill_kernel<<<blocks, 256, 0, harness_stream()>>>(dst, r.dist, r.seed, t, scale, dt, b, pos0, n, heads, dim, onehot);
   check(cudaGetLastError(), "fill_recipe_rows launch");
 }
 

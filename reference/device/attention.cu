@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
 #include "core/geometry.h"
 #include "core/tolerance.h"
 #include "reference/device/attention_tc.h"
@@ -356,11 +357,11 @@ void dispatch_dv(const Params& p) {
 }
 template <int kT>
 struct LaunchReference {
-  static void run(const Params& p) { reference_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, cudaStreamPerThread>>>(p); }
+  static void run(const Params& p) { reference_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, harness_stream()>>>(p); }
 };
 template <int kT>
 struct LaunchBaseline {
-  static void run(const Params& p) { baseline_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, cudaStreamPerThread>>>(p); }
+  static void run(const Params& p) { baseline_kernel<kT><<<grid_for(p), 32 * kWarpsPerBlock, 0, harness_stream()>>>(p); }
 };
 
 }  // namespace

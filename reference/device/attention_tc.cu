@@ -38,6 +38,7 @@
 #include <stdexcept>
 
 #include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
 #include "core/geometry.h"
 #include "core/tolerance.h"
 #include "reference/device/kv_address.cuh"
@@ -463,7 +464,7 @@ void launch(const TcParams& p, DType dt, unsigned grid_x, unsigned grid_y) {
   const int bytes = smem_layout(p.kv.d, p.kv.dv, p.warps).total;
   check(cudaFuncSetAttribute(tc_kernel<T, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
         "tensor-core reference: shared memory size");
-  tc_kernel<T, kThreads><<<dim3(grid_x, grid_y), 32 * p.warps, bytes, cudaStreamPerThread>>>(p, dt);
+  tc_kernel<T, kThreads><<<dim3(grid_x, grid_y), 32 * p.warps, bytes, harness_stream()>>>(p, dt);
 }
 
 }  // namespace

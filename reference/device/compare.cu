@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
 #include "core/tolerance.h"
 
 namespace flashcheck::device {
@@ -299,11 +300,11 @@ Comparison device_compare(const DeviceCase& dc, const float* out, const float* l
   a.check_lse = lse != nullptr;
   a.k_max = static_cast<float>(rule.k_max);
   a.acc = slot_of<Acc>("compare.acc", 1);
-  init_kernel<<<1, 1, 0, cudaStreamPerThread>>>(a.acc);
+  init_kernel<<<1, 1, 0, harness_stream()>>>(a.acc);
   if (a.cells > 0) {
     const unsigned grid = static_cast<unsigned>((a.cells + kWarps - 1) / kWarps);
-    compare_kernel<<<std::min(grid, kCompareBlocks), 32 * kWarps, 0, cudaStreamPerThread>>>(a);
-    finish_kernel<<<grid, 32 * kWarps, 0, cudaStreamPerThread>>>(a);
+    compare_kernel<<<std::min(grid, kCompareBlocks), 32 * kWarps, 0, harness_stream()>>>(a);
+    finish_kernel<<<grid, 32 * kWarps, 0, harness_stream()>>>(a);
   }
   check_last("device compare");
   Acc acc{};
