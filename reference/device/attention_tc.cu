@@ -462,8 +462,16 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(TcParams p, DType dt) {
 template <class T, int kThreads>
 void launch(const TcParams& p, DType dt, unsigned grid_x, unsigned grid_y) {
   const int bytes = smem_layout(p.kv.d, p.kv.dv, p.warps).total;
-  check(cudaFuncSetAttribute(tc_kernel<T, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-        "tensor-core reference: shared memory size");
+  // The cap is the function's, for the whole process: set once, to the largest case's layout. Set per launch to
+  // the case's own size, threads with cases in flight lowered it under one another's launches
+  // (cudaErrorLaunchOutOfResources under bench --in-flight, H200, 2026-12-01).
+  static const int cap = [] {
+    const int most = smem_layout(kMaxDim, kMaxDim, 4 * (kMaxDim / kColsPerWarp)).total;
+    check(cudaFuncSetAttribute(tc_kernel<T, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+          "tensor-core reference: shared memory size");
+    return most;
+  }();
+  if (bytes > cap) throw std::logic_error("tensor-core reference: a case's shared memory exceeds the largest layout");
   tc_kernel<T, kThreads><<<dim3(grid_x, grid_y), 32 * p.warps, bytes, harness_stream()>>>(p, dt);
 }
 
