@@ -8,6 +8,8 @@
 #include <cstring>
 #include <gtest/gtest.h>
 #include <limits>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/device/device_case.h"
@@ -208,6 +210,30 @@ TEST(TensorCoreReferenceGpu, TogetherOrApartTheSameBits) {
   EXPECT_TRUE(same(b1.out, b2.out));
   EXPECT_TRUE(same(b1.lse, b2.lse));
   EXPECT_FALSE(same(t1.out, b1.out));  // and the two results are different computations
+}
+
+// Cases of different head dims in flight on two threads (bench --in-flight): d 64 and d 128 share a kernel
+// instantiation but not a shared-memory size. The cap on that size belongs to the function for the whole
+// process; set per launch, one thread's smaller case lowered it under the other's larger launch
+// (cudaErrorLaunchOutOfResources on the H200). Each thread runs on its own per-thread stream and slots.
+TEST(TensorCoreReferenceGpu, ThreadsWithDifferentHeadDimsLaunchSideBySide) {
+  std::vector<std::string> errors[2];
+  auto run = [&errors](int t) {
+    const std::int64_t d = t == 0 ? 128 : 64;
+    const device::DeviceCase dc(long_case(DType::kBF16, 96, true, d, d));
+    ASSERT_EQ(device::tc_unsupported_reason(dc), "");
+    for (int i = 0; i < 300; ++i) {
+      try {
+        device::download(dc, device::device_reference_and_baseline(dc, EmptyRow::kZero, "side.t", "side.b").first);
+      } catch (const std::exception& e) {
+        errors[t].push_back(e.what());
+      }
+    }
+  };
+  std::thread a(run, 0), b(run, 1);
+  a.join();
+  b.join();
+  for (int t = 0; t < 2; ++t) EXPECT_TRUE(errors[t].empty()) << errors[t].size() << " errors, the first: " << errors[t].front();
 }
 
 }  // namespace
