@@ -38,7 +38,7 @@ using nlohmann::json;
 
 std::string find_script(const std::string& given) {
   if (!given.empty()) return given;
-  for (const fs::path p : {fs::path("tools/hf_live/live.py"), fs::path(FLASHCHECK_SOURCE_DIR) / "tools/hf_live/live.py"})
+  for (const fs::path& p : {fs::path("tools/hf_live/live.py"), fs::path(FLASHCHECK_SOURCE_DIR) / "tools/hf_live/live.py"})
     if (fs::exists(p)) return p.string();
   return "";
 }
