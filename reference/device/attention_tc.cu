@@ -31,11 +31,13 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "core/device/device_memory.h"
 #include "core/device/harness_stream.cuh"
@@ -462,16 +464,22 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(TcParams p, DType dt) {
 template <class T, int kThreads>
 void launch(const TcParams& p, DType dt, unsigned grid_x, unsigned grid_y) {
   const int bytes = smem_layout(p.kv.d, p.kv.dv, p.warps).total;
-  // The cap is the function's, for the whole process: set once, to the largest case's layout. Set per launch to
-  // the case's own size, threads with cases in flight lowered it under one another's launches
-  // (cudaErrorLaunchOutOfResources under bench --in-flight, H200, 2026-12-01).
+  // The cap is the function's, for the whole process: set once, to the largest case's layout or the device's
+  // limit if that is lower (an A100 has 163 KB). Set per launch to the case's own size, threads with cases in
+  // flight lowered it under one another's launches (cudaErrorLaunchOutOfResources under bench --in-flight, H200,
+  // 2026-12-01).
   static const int cap = [] {
-    const int most = smem_layout(kMaxDim, kMaxDim, 4 * (kMaxDim / kColsPerWarp)).total;
+    int device = 0, limit = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+    const int most = std::min(limit, smem_layout(kMaxDim, kMaxDim, 4 * (kMaxDim / kColsPerWarp)).total);
     check(cudaFuncSetAttribute(tc_kernel<T, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
           "tensor-core reference: shared memory size");
     return most;
   }();
-  if (bytes > cap) throw std::logic_error("tensor-core reference: a case's shared memory exceeds the largest layout");
+  if (bytes > cap)
+    throw std::runtime_error("tensor-core reference: the case needs " + std::to_string(bytes) +
+                             " bytes of shared memory, the device allows " + std::to_string(cap));
   tc_kernel<T, kThreads><<<dim3(grid_x, grid_y), 32 * p.warps, bytes, harness_stream()>>>(p, dt);
 }
 
