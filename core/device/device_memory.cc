@@ -66,18 +66,19 @@ void* slot(const std::string& name, std::size_t bytes) {
 
 namespace {
 thread_local cudaStream_t thread_stream = nullptr;  // set by set_thread_stream; null: cudaStreamPerThread
+cudaStream_t current_stream() { return thread_stream ? thread_stream : cudaStreamPerThread; }
 }  // namespace
 
-void* stream() { return thread_stream ? thread_stream : cudaStreamPerThread; }
+void* stream() { return current_stream(); }
 void set_thread_stream(void* s) { thread_stream = static_cast<cudaStream_t>(s); }
 
 // A copy from pageable memory has taken the source when cudaMemcpyAsync returns, so only the download waits.
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream())), "cudaMemcpyAsync to device");
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, current_stream()), "cudaMemcpyAsync to device");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  const auto s = static_cast<cudaStream_t>(stream());
+  const cudaStream_t s = current_stream();
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync to host");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
