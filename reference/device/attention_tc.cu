@@ -1,39 +1,39 @@
-// The tensor-core reference and baseline (attention_tc.h). One block computes 64 query rows of one
-// sequence and one head, flash-style over key tiles of 64 held in shared memory, with WMMA m16n16k16
-// (fp32 accumulate) in the input dtype T (bf16 or fp16), in two passes over the keys:
-//   pass 1: logits S = Q.K^T (reference), |Q|.|K|^T (the sensitivity S_j) and Q.K'^T with
-//           K' = rd(K * scale) (the baseline's logits); per row the max and the sum of exponentials of
-//           both the reference and the baseline.
-//   pass 2: the same logits again (bit for bit: same data, same instructions), P from the final max and
-//           sum, then P.V for the reference, the baseline and the sensitivity a_x.
+// The tensor-core reference and baseline (attention_tc.h) of a bf16 case. It is a flash-attention-2 style
+// kernel, with the logits and P in registers: mma.sync m16n8k16 (bf16 in, fp32 accumulate), operands
+// through ldmatrix, key tiles double-buffered by cp.async. A block holds 64 query rows of one sequence and
+// one head, 16 rows per warp, and walks key tiles of 64 in three passes:
+//   pass 1: S = Q.K^T (reference), |Q|.|K|^T (the sensitivity S_j), Q.K'^T with K' = rd(K * scale) (the
+//           baseline's logits); per row the max and sum of exponentials of the reference and the baseline.
+//   pass 2: S again (bit for bit: same data, same instructions), P = exp(s - m) split into three bf16
+//           pieces, P.V and P_hi.|V| (the sensitivity a_x), in column chunks of 64.
+//   pass 3: the baseline's logits again and its P = rd(exp(s - m) / Z) times V, in chunks of W <= 128.
+// Passes 2 and 3 are apart because their accumulators would not fit one thread's registers together.
+// A first launch copies the case's Q, K, K' and V into bf16 arrays, key rows sequence by sequence
+// (cache, pages and appended keys resolved once), so that tiles are plain 16-byte copies.
+//
 // Why this is as accurate as the fp32 SIMT reference (docs/TOLERANCE.md, "The tensor-core reference"):
-// - Q.K^T: q and k are exact in T, and a product of two T values (8 or 11 significant bits each) has at
-//   most 22 significant bits, so every product is exact in fp32; only the accumulation rounds, as in the
-//   fp32 dot of the SIMT kernel. Tensor cores add a k-step of 16 products and the accumulator with one
-//   alignment and truncation (not round-to-nearest), so a k-step errs by at most ~2u of the magnitudes
-//   involved: d/16 steps give at most (d/16) 2u S_j, below the λ √d u S_j that the bound grants.
-// - P.V: V is exact in T, P is not. P' = P * kPScale is split into three T pieces hi + mid + lo
-//   (hi = rd(P'), mid = rd(P' - hi), lo = rd(P' - hi - mid); each difference is exact in fp32), which hold
-//   P' to 2^-25 relative in bf16 and exactly in fp16 (3 x 11 bits). Each piece times V is exact, so three
-//   MMAs give sum_j P_j v_j with fp32 accumulation. For fp16, kPScale = 2^14 keeps the pieces of small
-//   P normal (fp16's normal range starts at 2^-14); bf16 has fp32's exponent range and needs no scale.
-//   A key tile's three MMAs per k-step go to a fresh accumulator that is added to the running sum with
-//   IEEE round-to-nearest, so the truncation of the tensor cores costs at most ~24u a_x in all, and the
-//   running sum over tiles errs like a sum of n/64 terms.
-// - Sensitivity a_x = sum_j P_j |v_jx|: hi * |V| in one MMA (hi is P to 2^-9 relative, the accumulation
-//   truncates by at most (n/16) 2u), inflated by (1 + 2^-7), which covers both for n <= 2^18 keys.
-// - The baseline: K' is rounded exactly as the host baseline does (fp32 product, then rd), its products
-//   with q are exact, its P = rd(softmax_fp32) is a T value: one MMA each, as the SIMT baseline computes.
+// - Q.K^T: q and k are exact in bf16, a product of two bf16 values (8 significant bits each) is exact in
+//   fp32, and only the accumulation rounds. A k-step of 16 products is added to the accumulator with one
+//   alignment and truncation: d/16 steps err by at most (d/16) 2u S_j, below the lambda sqrt(d) u S_j the
+//   bound grants.
+// - P.V: P is split into hi + mid + lo (hi = rd(P), mid = rd(P - hi), lo = rd(P - hi - mid), each
+//   difference exact in fp32), which hold P to 2^-25 relative; each piece times V is exact. The 12 MMAs of
+//   a key tile (4 k-steps, 3 pieces) go to a fresh accumulator that is added to the running sum with IEEE
+//   round-to-nearest: truncation costs at most ~24u a_x in all, and the running sum errs like a sum of
+//   n/64 terms.
+// - a_x = sum_j P_j |v_jx| from hi.|V| in one chained accumulator (hi is P to 2^-9 relative, the chain
+//   truncates by at most (n/16) 2u), inflated by (1 + 2^-7): covers both for n <= 2^18 keys.
+// - The baseline: K' is rounded as the host baseline rounds it (fp32 product, then rd), its products with
+//   q are exact, its P is a bf16 value: one MMA each, summed per tile like the reference.
 #include "reference/device/attention_tc.h"
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -48,82 +48,93 @@
 namespace flashcheck::device {
 namespace {
 
-using namespace nvcuda;
+using bf16 = __nv_bfloat16;
 
-constexpr int kM = 64;          // query rows per block
-constexpr int kN = 64;          // keys per tile
-constexpr int kSLd = kN + 4;    // leading dimension of the fp32 logit tiles
-constexpr int kPLd = kN + 8;    // leading dimension of the 16-bit P tiles
-constexpr int kColsPerWarp = 64;  // output columns a warp owns in P.V (4 WMMA tiles)
+constexpr int kM = 64;  // query rows per block, 16 per warp
+constexpr int kN = 64;  // keys per tile
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+// bf16 of padding per shared-memory row: with head dims that are multiples of 16, every row stride is an
+// odd multiple of 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks.
+constexpr int kPad = 8;
 constexpr int kMaxDim = 256;
-
-template <class T>
-struct Dt;
-template <>
-struct Dt<__nv_bfloat16> {
-  static __device__ __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
-  static __device__ float to(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static constexpr float kPScale = 1.0f;
-};
-template <>
-struct Dt<__half> {
-  static __device__ __half from(float x) { return __float2half_rn(x); }
-  static __device__ float to(__half x) { return __half2float(x); }
-  static constexpr float kPScale = 16384.0f;  // 2^14
-};
+constexpr unsigned kAbsMask = 0x7fff7fffu;  // clears the signs of a bf16 pair
+static_assert(kM == kN, "one tile loader serves Q and the key tiles");
 
 struct TcParams {
-  KvLayout kv;
-  int B, H, group, warps, ldq, ldv;
+  KvLayout kv;  // the fp32 inputs: the empty-row conventions read V there
+  const bf16* q;   // (total_q, H, d), as the fp32 Q
+  const bf16* k;   // (total_k, Hk, d): the keys of sequence 0, then of sequence 1, ...
+  const bf16* ks;  // rd(k * scale), the same layout
+  const bf16* v;   // (total_k, Hk, dv)
+  int B, H, group;
   float scale, softcap;
   int win_left, win_right;
   EmptyRow empty_row;
   DeviceResult truth, base;
 };
 
-// Shared memory carve-up, the same on host (launch size) and device.
-struct Smem {
-  int q, k, v, s, p, rows, ptr, total;
-};
-__host__ __device__ inline int round_up(int x) { return (x + 127) / 128 * 128; }
-__host__ __device__ inline Smem smem_layout(int d, int dv, int warps) {
-  Smem L{};
-  int at = 0;
-  L.q = at; at = round_up(at + kM * (d + 8) * 2);
-  L.k = at; at = round_up(at + kN * (d + 8) * 2);
-  L.v = at; at = round_up(at + kN * (dv + 8) * 2);
-  L.s = at; at = round_up(at + 3 * kM * kSLd * 4);  // also the per-warp staging of the results at the end
-  L.p = at;
-  const int p_bytes = 4 * kM * kPLd * 2, part_bytes = warps * 32 * 5 * 4;  // P tiles, or pass 1's partial stats
-  at = round_up(at + (p_bytes > part_bytes ? p_bytes : part_bytes));
-  L.rows = at; at = round_up(at + 8 * kM * 4);
-  L.ptr = at; at = round_up(at + 2 * kN * 8);
-  L.total = at;
-  return L;
+// Shared memory: the block's Q rows, then two stages of two key-tile slots (K and K', K and V, K' and V).
+__host__ __device__ inline int slot_ld(int d, int dv, int w) {
+  const int cols = dv < w ? dv : w;
+  return (d > cols ? d : cols) + kPad;
+}
+__host__ __device__ inline int smem_bytes(int d, int dv, int w) {
+  return 2 * (kM * (d + kPad) + 4 * kN * slot_ld(d, dv, w));
 }
 
-__device__ float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
-
-__device__ float round_dt_tc(DType t, float x) {
-  if (t == DType::kBF16) return __bfloat162float(__float2bfloat16_rn(x));
-  return __half2float(__float2half_rn(x));
+// ---- PTX wrappers (sm_80+) -------------------------------------------------------------------------
+__device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// 16 bytes from global to shared memory; with `valid` false, 16 zero bytes (src is not read).
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+__device__ inline void ldsm_x4(unsigned (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ inline void ldsm_x4_trans(unsigned (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// c += a.b for one 16 x 8 tile, k = 16.
+__device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ inline unsigned pack(bf16 lo, bf16 hi) {
+  return static_cast<unsigned>(__bfloat16_as_ushort(lo)) | (static_cast<unsigned>(__bfloat16_as_ushort(hi)) << 16);
+}
+__device__ inline float rd(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-// The reference logit from the accumulated dot, as the SIMT reference computes it.
-__device__ float ref_logit(const TcParams& p, float dot) {
-  float s = dot * p.scale;
-  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+// ---- The arithmetic of the SIMT kernels ------------------------------------------------------------
+__device__ inline float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+// kSoftcap is a template parameter: tanhf inlined at every logit of the unrolled tiles would double the
+// kernel's code, and on the H200 the first version of this kernel stalled most of its cycles on instruction
+// fetch (ncu: stall_no_inst 58 %, 18,152 instructions). __fmul_rn: never contracted into the subtraction that
+// follows, so passes 1 and 2 compute the same logit.
+template <bool kSoftcap>
+__device__ inline float ref_logit(const TcParams& p, float dot) {
+  float s = __fmul_rn(dot, p.scale);
+  if (kSoftcap) s = p.softcap * tanhf(s / p.softcap);
   return s;
 }
-// The baseline logit from q.k' (k' = rd(k * scale)), with the baseline's roundings.
-__device__ float base_logit(const TcParams& p, DType dt, float dot) {
-  float s = round_dt_tc(dt, dot);
-  if (p.softcap > 0.0f) s = round_dt_tc(dt, round_dt_tc(dt, tanhf(round_dt_tc(dt, s / p.softcap))) * p.softcap);
+template <bool kSoftcap>
+__device__ inline float base_logit(const TcParams& p, float dot) {
+  float s = rd(dot);
+  if (kSoftcap) s = rd(rd(tanhf(rd(s / p.softcap))) * p.softcap);
   return s;
 }
-
-// Combines (m, z) of a log-sum-exp: NaN propagates, -inf (no key yet) contributes nothing.
-__device__ void lse_merge(float& m, float& z, float m2, float z2) {
+// Combines (m, z) of a log-sum-exp: NaN propagates, -inf (no key yet) contributes nothing. Symmetric in
+// its two operands, so the lanes of a quad that merge each other's halves end with the same bits.
+__device__ inline void lse_merge(float& m, float& z, float m2, float z2) {
   const float mn = nan_max(m, m2);
   if (mn == -INFINITY) return;
   const float a = m == -INFINITY ? 0.0f : z * expf(m - mn);
@@ -131,339 +142,497 @@ __device__ void lse_merge(float& m, float& z, float m2, float z2) {
   m = mn;
   z = a + b;
 }
-
-// Converts `n` rows of `dim` floats (exact in T) at ptrs[r] into a T tile with leading dimension ld; rows
-// r >= n become zeros, so that masked keys and missing query rows never bring garbage into an MMA.
-template <class T>
-__device__ void load_tile(T* dst, int ld, int dim, const float* const* ptrs, int n) {
-  const int per_row = dim / 4;
-  for (int idx = threadIdx.x; idx < kN * per_row; idx += blockDim.x) {
-    const int r = idx / per_row, c4 = idx - r * per_row;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < n) v = reinterpret_cast<const float4*>(ptrs[r])[c4];
-    T* o = dst + r * ld + 4 * c4;
-    o[0] = Dt<T>::from(v.x);
-    o[1] = Dt<T>::from(v.y);
-    o[2] = Dt<T>::from(v.z);
-    o[3] = Dt<T>::from(v.w);
+__device__ inline void quad_merge(float& m, float& z) {
+  for (int off = 1; off <= 2; off *= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), z2 = __shfl_xor_sync(0xffffffffu, z, off);
+    lse_merge(m, z, m2, z2);
   }
 }
 
-template <class T, int kThreads>
-__global__ void __launch_bounds__(kThreads) tc_kernel(TcParams p, DType dt) {
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-  using FragBc = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
-  using FragBr = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
-  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+// ---- Tiles -----------------------------------------------------------------------------------------
+// Rows j0 .. j0 + 63 of a bf16 matrix (row stride `stride`), `cols` wide, into shared memory (leading
+// dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
+// into an MMA.
+__device__ void load_rows(bf16* dst, int ld, const bf16* src, long long stride, int j0, int end, int cols) {
+  // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
+  const int chunks = cols / 8;
+  for (int r = threadIdx.x / 8; r < kN; r += kThreads / 8) {
+    const bool valid = j0 + r < end;
+    const bf16* row = valid ? src + (j0 + r) * stride : src;
+    for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
+  }
+}
+
+// A warp's 16 x 64 logit tile is float s[8][4]: s[nt] covers keys nt*8 .. nt*8 + 7 of the tile, and in the
+// m16n8 accumulator layout a lane holds rows g, g + 8 and keys 2t, 2t + 1 (g = lane / 4, t = lane % 4).
+__device__ inline void zero(float (&s)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+}
+// s = Q.K^T of this warp's rows (qw) against a key tile kt.
+__device__ void qk(float (&s)[8][4], const bf16* qw, int ld_q, const bf16* kt, int ld, int d, int lane) {
+  zero(s);
+  for (int k0 = 0; k0 < d; k0 += 16) {
+    unsigned a[4];
+    ldsm_x4(a, qw + (lane % 16) * ld_q + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {
+      unsigned b[4];
+      ldsm_x4(b, kt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
+      mma(s[2 * pr], a, b[0], b[1]);
+      mma(s[2 * pr + 1], a, b[2], b[3]);
+    }
+  }
+}
+// Pass 1's three products in one sweep: the same chains as qk for S and for the baseline's logits.
+__device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], const bf16* qw, int ld_q,
+                    const bf16* kt, const bf16* kst, int ld, int d, int lane) {
+  zero(s);
+  zero(sa);
+  zero(sb);
+  for (int k0 = 0; k0 < d; k0 += 16) {
+    unsigned a[4], aa[4];
+    ldsm_x4(a, qw + (lane % 16) * ld_q + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) aa[i] = a[i] & kAbsMask;
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {
+      unsigned b[4], bs[4];
+      const int at = (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8;
+      ldsm_x4(b, kt + at);
+      ldsm_x4(bs, kst + at);
+      mma(s[2 * pr], a, b[0], b[1]);
+      mma(s[2 * pr + 1], a, b[2], b[3]);
+      mma(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
+      mma(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
+      mma(sb[2 * pr], a, bs[0], bs[1]);
+      mma(sb[2 * pr + 1], a, bs[2], bs[3]);
+    }
+  }
+}
+// The V operand of k-step kk (keys kk*16 ..) for output columns cp*16 .. cp*16 + 15 of a tile: v[0] and v[1]
+// for the first half of those columns, v[2] and v[3] for the second.
+__device__ inline void load_v(unsigned (&v)[4], const bf16* vt, int ld, int kk, int cp, int lane) {
+  ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
+}
+
+// What one block works on.
+struct Block {
+  DeviceSeq s;
+  int b, i0, koff, rows, h, kh;
+};
+
+__device__ inline void row_range(const TcParams& p, const Block& bk, int r, int& lo, int& hi) {
+  lo = 0;
+  hi = 0;
+  if (r >= bk.rows) return;
+  const int i = bk.i0 + r;
+  hi = bk.s.lk;
+  if (p.win_left >= 0 && i + bk.s.off - p.win_left > lo) lo = i + bk.s.off - p.win_left;
+  if (p.win_right >= 0 && i + bk.s.off + p.win_right + 1 < hi) hi = i + bk.s.off + p.win_right + 1;
+}
+
+// The pipeline of one pass over the key tiles [jlo, jhi): load(stage, j0) issues a tile's copies and
+// body(stage, j0) consumes it while the next tile is in flight.
+template <class Load, class Body>
+__device__ void sweep(int jlo, int jhi, Load load, Body body) {
+  // One call site of each: inlined twice, the tile loader was a seventh of the kernel's code.
+  for (int j0 = jlo - kN, st = 1; j0 < jhi; j0 += kN, st ^= 1) {
+    if (j0 + kN < jhi) load(st ^ 1, j0 + kN);
+    cp_async_commit();
+    if (j0 < jlo) continue;
+    cp_async_wait_all_but_one();
+    __syncthreads();
+    body(st, j0);
+    __syncthreads();
+  }
+}
+
+template <int W, bool kSoftcap>
+__global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int d = p.kv.d, dv = p.kv.dv;
-  const Smem L = smem_layout(d, dv, p.warps);
-  T* qs = reinterpret_cast<T*>(smem + L.q);
-  T* ks = reinterpret_cast<T*>(smem + L.k);
-  T* vs = reinterpret_cast<T*>(smem + L.v);
-  float* s_ref = reinterpret_cast<float*>(smem + L.s);
-  float* s_abs = s_ref + kM * kSLd;
-  float* s_base = s_abs + kM * kSLd;
-  T* p_hi = reinterpret_cast<T*>(smem + L.p);
-  T* p_mid = p_hi + kM * kPLd;
-  T* p_lo = p_mid + kM * kPLd;
-  T* p_b = p_lo + kM * kPLd;
-  float* part = reinterpret_cast<float*>(smem + L.p);  // pass 1 only, before any P is written
-  int* row_lo = reinterpret_cast<int*>(smem + L.rows);
-  int* row_hi = row_lo + kM;
-  float* row_m = reinterpret_cast<float*>(row_hi + kM);
-  float* row_z = row_m + kM;
-  float* row_mb = row_z + kM;
-  float* row_zb = row_mb + kM;
-  float* row_smax = row_zb + kM;
-  const float** k_ptr = reinterpret_cast<const float**>(smem + L.ptr);
-  const float** v_ptr = k_ptr + kN;
+  const int d = p.kv.d, dv = p.kv.dv, Hk = p.kv.Hk;
+  const int ld_q = d + kPad, ld = slot_ld(d, dv, W);
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* slots = qs + kM * ld_q;
+  auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
 
   // This block's sequence and first query row: the blocks of sequence b follow those of sequence b - 1.
-  int b = -1, i0 = 0;
-  for (int t = blockIdx.x, sq = 0; sq < p.B; ++sq) {
-    const int tiles = (p.kv.in.seqs[sq].lq + kM - 1) / kM;
+  Block bk{};
+  bk.b = -1;
+  for (int t = blockIdx.x, sq = 0, koff = 0; sq < p.B; ++sq) {
+    const DeviceSeq s = p.kv.in.seqs[sq];
+    const int tiles = (s.lq + kM - 1) / kM;
     if (t < tiles) {
-      b = sq;
-      i0 = t * kM;
+      bk.s = s;
+      bk.b = sq;
+      bk.i0 = t * kM;
+      bk.koff = koff;
       break;
     }
     t -= tiles;
+    koff += s.lk;
   }
-  if (b < 0) return;
-  const DeviceSeq s = p.kv.in.seqs[b];
-  const int h = blockIdx.y, kh = h / p.group;
-  const int rows = min(kM, s.lq - i0);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (bk.b < 0) return;
+  bk.rows = min(kM, bk.s.lq - bk.i0);
+  bk.h = blockIdx.y;
+  bk.kh = bk.h / p.group;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const bool want_ref = p.truth.out != nullptr, want_base = p.base.out != nullptr;
 
-  // Visible keys of each row: the rule of core/geometry.h (visible_keys), the SIMT kernels' locate().
-  for (int r = tid; r < kM; r += blockDim.x) {
-    int lo = 0, hi = 0;
-    if (r < rows) {
-      const int i = i0 + r;
-      hi = s.lk;
-      if (p.win_left >= 0 && i + s.off - p.win_left > lo) lo = i + s.off - p.win_left;
-      if (p.win_right >= 0 && i + s.off + p.win_right + 1 < hi) hi = i + s.off + p.win_right + 1;
+  // The union of the visible keys of the block's rows, and of this warp's rows.
+  int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0;
+  for (int r = 0; r < bk.rows; ++r) {
+    int lo, hi;
+    row_range(p, bk, r, lo, hi);
+    if (hi <= lo) continue;
+    jlo = min(jlo, lo);
+    jhi = max(jhi, hi);
+    if (r / 16 == warp) {
+      wlo = min(wlo, lo);
+      whi = max(whi, hi);
     }
-    row_lo[r] = lo;
-    row_hi[r] = hi;
   }
-  if (tid < kM) k_ptr[tid] = tid < rows ? p.kv.in.q + (static_cast<long long>(s.q_start + i0 + tid) * p.H + h) * d : nullptr;
-  __syncthreads();
-  load_tile(qs, p.ldq, d, k_ptr, rows);
-  int jlo = INT_MAX, jhi = 0;  // the union of the rows' visible keys
-  for (int r = 0; r < rows; ++r)
-    if (row_hi[r] > row_lo[r]) {
-      jlo = min(jlo, row_lo[r]);
-      jhi = max(jhi, row_hi[r]);
-    }
-  __syncthreads();
+  // This lane's two rows (g and g + 8 of the warp's 16) and their visible keys.
+  int lo[2], hi[2];
+  for (int rr = 0; rr < 2; ++rr) row_range(p, bk, warp * 16 + g + rr * 8, lo[rr], hi[rr]);
 
-  const int ksteps = d / 16;
-  const int tpr = blockDim.x / kM;  // threads per row in the element-wise stages
-  const int my_row = tid / tpr, my_sub = tid % tpr;
-
-  // Logits of the key tile at j0 into s_ref (and s_abs, s_base): 16 sub-tiles of 16 x 16 over the warps.
-  auto logits = [&](bool with_abs) {
-    for (int st = warp; st < 16; st += p.warps) {
-      const int mr = st / 4, nc = st % 4;
-      FragC acc, acc_abs, acc_b;
-      wmma::fill_fragment(acc, 0.0f);
-      wmma::fill_fragment(acc_abs, 0.0f);
-      wmma::fill_fragment(acc_b, 0.0f);
-      for (int kk = 0; kk < ksteps; ++kk) {
-        FragA a;
-        FragBc kb, kb2;
-        wmma::load_matrix_sync(a, qs + mr * 16 * p.ldq + kk * 16, p.ldq);
-        wmma::load_matrix_sync(kb, ks + nc * 16 * p.ldq + kk * 16, p.ldq);
-        wmma::mma_sync(acc, a, kb, acc);
-        // Element-wise maps of a fragment need no knowledge of its layout.
-        for (int e = 0; e < kb2.num_elements; ++e) kb2.x[e] = Dt<T>::from(Dt<T>::to(kb.x[e]) * p.scale);
-        wmma::mma_sync(acc_b, a, kb2, acc_b);
-        if (with_abs) {
-          for (int e = 0; e < a.num_elements; ++e) a.x[e] = Dt<T>::from(fabsf(Dt<T>::to(a.x[e])));
-          for (int e = 0; e < kb.num_elements; ++e) kb.x[e] = Dt<T>::from(fabsf(Dt<T>::to(kb.x[e])));
-          wmma::mma_sync(acc_abs, a, kb, acc_abs);
-        }
-      }
-      wmma::store_matrix_sync(s_ref + mr * 16 * kSLd + nc * 16, acc, kSLd, wmma::mem_row_major);
-      wmma::store_matrix_sync(s_base + mr * 16 * kSLd + nc * 16, acc_b, kSLd, wmma::mem_row_major);
-      if (with_abs) wmma::store_matrix_sync(s_abs + mr * 16 * kSLd + nc * 16, acc_abs, kSLd, wmma::mem_row_major);
-    }
-  };
-  // Row pointers of the keys of the tile at j0 (K, and V when asked), then the tiles themselves.
-  auto load_keys = [&](int j0, bool with_v) {
-    const int n = min(kN, jhi - j0);
-    if (tid < n) {
-      k_ptr[tid] = kv_row(p.kv, s, b, j0 + tid, kh, false);
-      v_ptr[tid] = kv_row(p.kv, s, b, j0 + tid, kh, true);
-    }
-    __syncthreads();
-    load_tile(ks, p.ldq, d, k_ptr, n);
-    if (with_v) load_tile(vs, p.ldv, dv, v_ptr, n);
-    __syncthreads();
+  const long long q_row0 = static_cast<long long>(bk.s.q_start) + bk.i0;
+  load_rows(qs, ld_q, p.q + (q_row0 * p.H + bk.h) * d, static_cast<long long>(p.H) * d, 0, bk.rows, d);
+  cp_async_commit();
+  if (jlo >= jhi) cp_async_wait_all();  // no pass waits for Q then
+  const bf16* qw = qs + warp * 16 * ld_q;
+  const long long k_stride = static_cast<long long>(Hk) * d, v_stride = static_cast<long long>(Hk) * dv;
+  const bf16* k_base = p.k + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
+  const bf16* ks_base = p.ks + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
+  const bf16* v_base = p.v + (static_cast<long long>(bk.koff) * Hk + bk.kh) * dv;
+  auto warp_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
+  auto visible = [&](int j0, int nt, int e) {
+    const int j = j0 + nt * 8 + 2 * t4 + (e & 1), rr = e >> 1;
+    return j >= lo[rr] && j < hi[rr];
   };
 
   // ---- Pass 1: per-row max and sum of exponentials, the reference's and the baseline's --------------
-  float m = -INFINITY, z = 0.0f, mb = -INFINITY, zb = 0.0f, smax = 0.0f;
-  const int lo_me = row_lo[my_row], hi_me = row_hi[my_row];
-  for (int j0 = jlo; j0 < jhi; j0 += kN) {
-    load_keys(j0, false);
-    logits(true);
-    __syncthreads();
-    float tm = -INFINITY, tmb = -INFINITY;
-    for (int c = my_sub; c < kN; c += tpr) {
-      const int j = j0 + c;
-      if (j < lo_me || j >= hi_me) continue;
-      float* sr = s_ref + my_row * kSLd + c;
-      float* sb = s_base + my_row * kSLd + c;
-      *sr = ref_logit(p, *sr);  // in place: each element belongs to this thread alone
-      *sb = base_logit(p, dt, *sb);
-      tm = nan_max(tm, *sr);
-      tmb = nan_max(tmb, *sb);
-      smax = fmaxf(smax, tolerance::logit_magnitude(p.scale, s_abs[my_row * kSLd + c]));
-    }
-    float te = 0.0f, teb = 0.0f;
-    const float mt = nan_max(m, tm), mtb = nan_max(mb, tmb);
-    for (int c = my_sub; c < kN; c += tpr) {
-      const int j = j0 + c;
-      if (j < lo_me || j >= hi_me) continue;
-      te += expf(s_ref[my_row * kSLd + c] - mt);
-      teb += expf(s_base[my_row * kSLd + c] - mtb);
-    }
-    if (tm != -INFINITY || isnan(tm)) lse_merge(m, z, mt, te);
-    if (tmb != -INFINITY || isnan(tmb)) lse_merge(mb, zb, mtb, teb);
-    __syncthreads();
-  }
-  float* mine = part + tid * 5;
-  mine[0] = m;
-  mine[1] = z;
-  mine[2] = mb;
-  mine[3] = zb;
-  mine[4] = smax;
-  __syncthreads();
-  if (tid < kM) {
-    float rm = -INFINITY, rz = 0.0f, rmb = -INFINITY, rzb = 0.0f, rs = 0.0f;
-    for (int t = tid * tpr; t < (tid + 1) * tpr; ++t) {
-      const float* q = part + t * 5;
-      lse_merge(rm, rz, q[0], q[1]);
-      lse_merge(rmb, rzb, q[2], q[3]);
-      rs = fmaxf(rs, q[4]);
-    }
-    row_m[tid] = rm;
-    row_z[tid] = rz;
-    row_mb[tid] = rmb;
-    row_zb[tid] = rzb;
-    row_smax[tid] = rs;
-  }
-  __syncthreads();
-
-  // ---- Pass 2: P.V with P from the final statistics --------------------------------------------------
-  const int mr = warp % 4, cg = warp / 4;  // this warp's 16 rows and 64 output columns
-  FragC o_acc[4], ob_acc[4], a_acc[4];
+  float m[2] = {-INFINITY, -INFINITY}, z[2] = {0.0f, 0.0f}, mb[2] = {-INFINITY, -INFINITY}, zb[2] = {0.0f, 0.0f};
+  float smax[2] = {0.0f, 0.0f};
+  sweep(
+      jlo, jhi,
+      [&](int st, int j0) {
+        load_rows(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
+        load_rows(slot(st, 1), ld, ks_base, k_stride, j0, jhi, d);
+      },
+      [&](int st, int j0) {
+        if (!warp_sees(j0)) return;
+        float s[8][4], sa[8][4], sb[8][4];
+        qk3(s, sa, sb, qw, ld_q, slot(st, 0), slot(st, 1), ld, d, lane);
+        // Element-wise stages select instead of branching, so that the 32 elements of a lane interleave.
+        float tm[2] = {-INFINITY, -INFINITY}, tmb[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    wmma::fill_fragment(o_acc[t], 0.0f);
-    wmma::fill_fragment(ob_acc[t], 0.0f);
-    wmma::fill_fragment(a_acc[t], 0.0f);
-  }
-  const float m_me = row_m[my_row], mb_me = row_mb[my_row], zb_me = row_zb[my_row];
-  for (int j0 = jlo; j0 < jhi; j0 += kN) {
-    load_keys(j0, true);
-    logits(false);
-    __syncthreads();
-    for (int c = my_sub; c < kN; c += tpr) {
-      const int j = j0 + c;
-      const int at = my_row * kPLd + c;
-      if (j < lo_me || j >= hi_me) {
-        p_hi[at] = p_mid[at] = p_lo[at] = p_b[at] = Dt<T>::from(0.0f);
-        continue;
-      }
-      // exp(s - m) * kPScale in three pieces; 1/Z is applied to the sums at the end, as the SIMT kernel does.
-      const float e = expf(ref_logit(p, s_ref[my_row * kSLd + c]) - m_me) * Dt<T>::kPScale;
-      const T hi = Dt<T>::from(e);
-      const float r1 = e - Dt<T>::to(hi);
-      const T mid = Dt<T>::from(r1);
-      const T lo = Dt<T>::from(r1 - Dt<T>::to(mid));
-      p_hi[at] = hi;
-      p_mid[at] = mid;
-      p_lo[at] = lo;
-      p_b[at] = Dt<T>::from(expf(base_logit(p, dt, s_base[my_row * kSLd + c]) - mb_me) / zb_me);
-    }
-    __syncthreads();
+        for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int col = cg * kColsPerWarp + t * 16;
-      if (col >= dv) continue;
-      FragC tile, tile_b;
-      wmma::fill_fragment(tile, 0.0f);
-      wmma::fill_fragment(tile_b, 0.0f);
-      for (int kk = 0; kk < kN / 16; ++kk) {
-        FragBr vb;
-        FragA a;
-        wmma::load_matrix_sync(vb, vs + kk * 16 * p.ldv + col, p.ldv);
-        wmma::load_matrix_sync(a, p_hi + mr * 16 * kPLd + kk * 16, kPLd);
-        wmma::mma_sync(tile, a, vb, tile);
-        FragBr vabs;
-        for (int e = 0; e < vb.num_elements; ++e) vabs.x[e] = Dt<T>::from(fabsf(Dt<T>::to(vb.x[e])));
-        wmma::mma_sync(a_acc[t], a, vabs, a_acc[t]);
-        wmma::load_matrix_sync(a, p_mid + mr * 16 * kPLd + kk * 16, kPLd);
-        wmma::mma_sync(tile, a, vb, tile);
-        wmma::load_matrix_sync(a, p_lo + mr * 16 * kPLd + kk * 16, kPLd);
-        wmma::mma_sync(tile, a, vb, tile);
-        wmma::load_matrix_sync(a, p_b + mr * 16 * kPLd + kk * 16, kPLd);
-        wmma::mma_sync(tile_b, a, vb, tile_b);
-      }
-      // Round-to-nearest fp32 addition across tiles (see the head of this file); the baseline too, so that
-      // its sum is an fp32 sum as the host baseline's, not one biased by n/16 truncations.
-      for (int e = 0; e < tile.num_elements; ++e) {
-        o_acc[t].x[e] += tile.x[e];
-        ob_acc[t].x[e] += tile_b.x[e];
-      }
-    }
-    __syncthreads();
+          for (int e = 0; e < 4; ++e) {
+            const bool in = visible(j0, nt, e);
+            const int rr = e >> 1;
+            s[nt][e] = in ? ref_logit<kSoftcap>(p, s[nt][e]) : -INFINITY;
+            sb[nt][e] = in ? base_logit<kSoftcap>(p, sb[nt][e]) : -INFINITY;
+            tm[rr] = nan_max(tm[rr], s[nt][e]);
+            tmb[rr] = nan_max(tmb[rr], sb[nt][e]);
+            smax[rr] = fmaxf(smax[rr], in ? tolerance::logit_magnitude(p.scale, sa[nt][e]) : 0.0f);
+          }
+        float mt[2], mtb[2], te[2] = {0.0f, 0.0f}, teb[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          mt[rr] = nan_max(m[rr], tm[rr]);
+          mtb[rr] = nan_max(mb[rr], tmb[rr]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // masked: exp(-inf) = 0, also where the row has no key (mt = -inf)
+            const bool in = visible(j0, nt, e);
+            const int rr = e >> 1;
+            te[rr] += expf(in ? s[nt][e] - mt[rr] : -INFINITY);
+            teb[rr] += expf(in ? sb[nt][e] - mtb[rr] : -INFINITY);
+          }
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          if (tm[rr] != -INFINITY || isnan(tm[rr])) lse_merge(m[rr], z[rr], mt[rr], te[rr]);
+          if (tmb[rr] != -INFINITY || isnan(tmb[rr])) lse_merge(mb[rr], zb[rr], mtb[rr], teb[rr]);
+        }
+      });
+  // The four lanes of a quad hold one row's keys 4c + t: merge them; each lane keeps the row's figures.
+  for (int rr = 0; rr < 2; ++rr) {
+    quad_merge(m[rr], z[rr]);
+    quad_merge(mb[rr], zb[rr]);
+    smax[rr] = fmaxf(smax[rr], __shfl_xor_sync(0xffffffffu, smax[rr], 1));
+    smax[rr] = fmaxf(smax[rr], __shfl_xor_sync(0xffffffffu, smax[rr], 2));
   }
-
-  // ---- Results ---------------------------------------------------------------------------------------
-  // Each warp stages its 16 x 16 tiles in shared memory (the logit tiles are free now) to reach the
-  // row and column of every value.
-  float* stage = s_ref + warp * 3 * 256;
-  const float inv_p = 1.0f / Dt<T>::kPScale;  // a power of two: exact
   const float d_f = static_cast<float>(d);
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    const int col = cg * kColsPerWarp + t * 16;
-    if (col >= dv) continue;
-    wmma::store_matrix_sync(stage, o_acc[t], 16, wmma::mem_row_major);
-    wmma::store_matrix_sync(stage + 256, ob_acc[t], 16, wmma::mem_row_major);
-    wmma::store_matrix_sync(stage + 512, a_acc[t], 16, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int r = mr * 16 + e / 16, x = col + e % 16;
-      if (r >= rows || row_hi[r] <= row_lo[r]) continue;
-      const long long at = (static_cast<long long>(s.q_start + i0 + r) * p.H + h) * dv + x;
-      if (want_ref) {
-        const float zr = row_z[r];
-        const float o = stage[e] * inv_p / zr;
-        const float a = stage[512 + e] * inv_p / zr * (1.0f + 0x1.0p-7f);
-        const float ds = tolerance::logit_sensitivity(d_f, row_smax[r]);
-        const float terms = tolerance::sum_sensitivity<float>(row_hi[r] - row_lo[r]);
-        p.truth.out[at] = o;
-        p.truth.noise[at] = tolerance::output_sensitivity(ds, terms, a, o);
-      }
-      if (want_base) p.base.out[at] = round_dt_tc(dt, stage[256 + e]);
-    }
-    __syncwarp();
-  }
-  for (int r = tid; r < rows; r += blockDim.x) {
-    const long long cell = static_cast<long long>(s.q_start + i0 + r) * p.H + h;
-    const bool empty = row_hi[r] <= row_lo[r];
-    const float empty_lse = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
+  const float empty_lse = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
+  float ds[2], terms[2];
+  for (int rr = 0; rr < 2; ++rr) {
+    ds[rr] = tolerance::logit_sensitivity(d_f, smax[rr]);
+    terms[rr] = tolerance::sum_sensitivity<float>(hi[rr] - lo[rr]);
+    const int r = warp * 16 + g + rr * 8;
+    if (t4 != 0 || r >= bk.rows) continue;
+    const long long cell = (q_row0 + r) * p.H + bk.h;
+    const bool empty = hi[rr] <= lo[rr];
     if (want_ref) {
       p.truth.empty[cell] = empty ? 1 : 0;
       if (empty) {
         p.truth.lse[cell] = empty_lse;
         p.truth.lse_noise[cell] = 0.0f;
       } else {
-        const float lz = logf(row_z[r]);
-        p.truth.lse[cell] = row_m[r] + lz;
-        const float ds = tolerance::logit_sensitivity(d_f, row_smax[r]);
-        p.truth.lse_noise[cell] =
-            tolerance::lse_sensitivity(ds, row_m[r], lz, tolerance::sum_sensitivity<float>(row_hi[r] - row_lo[r]));
+        const float lz = logf(z[rr]);
+        p.truth.lse[cell] = m[rr] + lz;
+        p.truth.lse_noise[cell] = tolerance::lse_sensitivity(ds[rr], m[rr], lz, terms[rr]);
       }
     }
-    if (want_base) p.base.lse[cell] = empty ? empty_lse : row_mb[r] + logf(row_zb[r]);
+    if (want_base) p.base.lse[cell] = empty ? empty_lse : mb[rr] + logf(zb[rr]);
   }
-  // Empty rows by the convention (the SIMT kernels' write_empty): 0, NaN, or the mean of V over all keys.
-  for (int idx = tid; idx < rows * dv; idx += blockDim.x) {
+
+  // ---- Pass 2: the reference's P.V and the sensitivity, 64 output columns at a time --------------------
+  // (128 with the three pieces of P held for the tile would need more than a thread's 255 registers.)
+  constexpr int W2 = 64;
+  for (int c0 = 0; want_ref && c0 < dv; c0 += W2) {
+    const int cols = min(W2, dv - c0);
+    float o[W2 / 8][4], a_acc[W2 / 8][4];
+#pragma unroll
+    for (int n = 0; n < W2 / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = a_acc[n][e] = 0.0f;
+    sweep(
+        jlo, jhi,
+        [&](int st, int j0) {
+          load_rows(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
+          load_rows(slot(st, 1), ld, v_base + c0, v_stride, j0, jhi, cols);
+        },
+        [&](int st, int j0) {
+          if (!warp_sees(j0)) return;
+          float s[8][4];
+          qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
+          // P in three pieces, as the A operands of the four k-steps of the tile.
+          unsigned ph[4][4], pm[4][4], pl[4][4];
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+              bf16 h2[2], m2[2], l2[2];
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int e = 2 * rr + c;
+                // 1/Z is applied to the sums at the end, as the SIMT kernel does; masked: exp(-inf) = 0.
+                const float x = expf(visible(j0, nt, e) ? ref_logit<kSoftcap>(p, s[nt][e]) - m[rr] : -INFINITY);
+                h2[c] = __float2bfloat16_rn(x);
+                const float r1 = x - __bfloat162float(h2[c]);
+                m2[c] = __float2bfloat16_rn(r1);
+                l2[c] = __float2bfloat16_rn(r1 - __bfloat162float(m2[c]));
+              }
+              const int kk = nt / 2, at = (nt % 2) * 2 + rr;
+              ph[kk][at] = pack(h2[0], h2[1]);
+              pm[kk][at] = pack(m2[0], m2[1]);
+              pl[kk][at] = pack(l2[0], l2[1]);
+            }
+          const bf16* vt = slot(st, 1);
+#pragma unroll
+          for (int cp = 0; cp < W2 / 16; ++cp) {
+            if (cp * 16 >= cols) continue;
+            float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+              unsigned v[4];
+              load_v(v, vt, ld, kk, cp, lane);
+              mma(t0, ph[kk], v[0], v[1]);
+              mma(t0, pm[kk], v[0], v[1]);
+              mma(t0, pl[kk], v[0], v[1]);
+              mma(t1, ph[kk], v[2], v[3]);
+              mma(t1, pm[kk], v[2], v[3]);
+              mma(t1, pl[kk], v[2], v[3]);
+              mma(a_acc[2 * cp], ph[kk], v[0] & kAbsMask, v[1] & kAbsMask);
+              mma(a_acc[2 * cp + 1], ph[kk], v[2] & kAbsMask, v[3] & kAbsMask);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // round-to-nearest across tiles (the head of this file)
+              o[2 * cp][e] += t0[e];
+              o[2 * cp + 1][e] += t1[e];
+            }
+          }
+        });
+#pragma unroll
+    for (int nt = 0; nt < W2 / 8; ++nt) {
+      const int x = c0 + nt * 8 + 2 * t4;
+      if (nt * 8 >= cols) continue;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = warp * 16 + g + rr * 8;
+        if (r >= bk.rows || hi[rr] <= lo[rr]) continue;
+        const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
+        float2 out, noise;
+        out.x = o[nt][2 * rr] / z[rr];
+        out.y = o[nt][2 * rr + 1] / z[rr];
+        const float ax = a_acc[nt][2 * rr] / z[rr] * (1.0f + 0x1.0p-7f);
+        const float ay = a_acc[nt][2 * rr + 1] / z[rr] * (1.0f + 0x1.0p-7f);
+        noise.x = tolerance::output_sensitivity(ds[rr], terms[rr], ax, out.x);
+        noise.y = tolerance::output_sensitivity(ds[rr], terms[rr], ay, out.y);
+        *reinterpret_cast<float2*>(p.truth.out + at) = out;
+        *reinterpret_cast<float2*>(p.truth.noise + at) = noise;
+      }
+    }
+  }
+
+  // ---- Pass 3: the baseline's P.V --------------------------------------------------------------------
+  for (int c0 = 0; want_base && c0 < dv; c0 += W) {
+    const int cols = min(W, dv - c0);
+    float ob[W / 8][4];
+#pragma unroll
+    for (int n = 0; n < W / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ob[n][e] = 0.0f;
+    sweep(
+        jlo, jhi,
+        [&](int st, int j0) {
+          load_rows(slot(st, 0), ld, ks_base, k_stride, j0, jhi, d);
+          load_rows(slot(st, 1), ld, v_base + c0, v_stride, j0, jhi, cols);
+        },
+        [&](int st, int j0) {
+          if (!warp_sees(j0)) return;
+          float s[8][4];
+          qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
+          unsigned pb[4][4];
+          const float inv_zb[2] = {1.0f / zb[0], 1.0f / zb[1]};
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+              bf16 w2[2];
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int e = 2 * rr + c;
+                // e * rd(1/Z), not e / Z: within 1.5 ulp of fp32 before the rounding to bf16, and without the
+                // division's branch to its slow path at each of the 32 elements.
+                const float w = expf(base_logit<kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
+                w2[c] = __float2bfloat16_rn(visible(j0, nt, e) ? w : 0.0f);
+              }
+              pb[nt / 2][(nt % 2) * 2 + rr] = pack(w2[0], w2[1]);
+            }
+          const bf16* vt = slot(st, 1);
+#pragma unroll
+          for (int cp = 0; cp < W / 16; ++cp) {
+            if (cp * 16 >= cols) continue;
+            float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+              unsigned v[4];
+              load_v(v, vt, ld, kk, cp, lane);
+              mma(t0, pb[kk], v[0], v[1]);
+              mma(t1, pb[kk], v[2], v[3]);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // an fp32 sum across tiles, as the host baseline's
+              ob[2 * cp][e] += t0[e];
+              ob[2 * cp + 1][e] += t1[e];
+            }
+          }
+        });
+#pragma unroll
+    for (int nt = 0; nt < W / 8; ++nt) {
+      const int x = c0 + nt * 8 + 2 * t4;
+      if (nt * 8 >= cols) continue;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = warp * 16 + g + rr * 8;
+        if (r >= bk.rows || hi[rr] <= lo[rr]) continue;
+        const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
+        *reinterpret_cast<float2*>(p.base.out + at) = make_float2(rd(ob[nt][2 * rr]), rd(ob[nt][2 * rr + 1]));
+      }
+    }
+  }
+
+  // ---- Empty rows by the convention (the SIMT kernels' write_empty): 0, NaN, or the mean of V -----------
+  for (int idx = tid; idx < bk.rows * dv; idx += kThreads) {
     const int r = idx / dv, x = idx - r * dv;
-    if (row_hi[r] > row_lo[r]) continue;
+    int rlo, rhi;
+    row_range(p, bk, r, rlo, rhi);
+    if (rhi > rlo) continue;
     float val = 0.0f, spread = 0.0f;
     if (p.empty_row == EmptyRow::kNaN) {
       val = NAN;
-    } else if (p.empty_row == EmptyRow::kUniform && s.lk > 0) {
+    } else if (p.empty_row == EmptyRow::kUniform && bk.s.lk > 0) {
       float sum = 0.0f, abs_sum = 0.0f;
-      for (int j = 0; j < s.lk; ++j) {
-        const float v = kv_row(p.kv, s, b, j, kh, true)[x];
+      for (int j = 0; j < bk.s.lk; ++j) {
+        const float v = kv_row(p.kv, bk.s, bk.b, j, bk.kh, true)[x];
         sum += v;
         abs_sum += fabsf(v);
       }
-      val = sum / static_cast<float>(s.lk);
-      spread = tolerance::uniform_mean_sensitivity(s.lk, abs_sum, val);
+      val = sum / static_cast<float>(bk.s.lk);
+      spread = tolerance::uniform_mean_sensitivity(bk.s.lk, abs_sum, val);
     }
-    const long long at = (static_cast<long long>(s.q_start + i0 + r) * p.H + h) * dv + x;
+    const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
     if (want_ref) {
       p.truth.out[at] = val;
       p.truth.noise[at] = spread;
     }
-    if (want_base) p.base.out[at] = round_dt_tc(dt, val);
+    if (want_base) p.base.out[at] = rd(val);
   }
 }
 
-template <class T, int kThreads>
-void launch(const TcParams& p, DType dt, unsigned grid_x, unsigned grid_y) {
-  const int bytes = smem_layout(p.kv.d, p.kv.dv, p.warps).total;
+// ---- The bf16 copies -------------------------------------------------------------------------------
+struct PrepParams {
+  KvLayout kv;
+  int B;
+  long long q_elems;
+  float scale;
+  bf16 *q, *k, *ks, *v;
+};
+
+// 8 floats (exact in bf16, 32-byte aligned) to 8 bf16, times `mul` before the rounding.
+__device__ inline void to_bf16x8(bf16* dst, const float* src, float mul) {
+  const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
+  uint4 o;
+  o.x = pack(__float2bfloat16_rn(a.x * mul), __float2bfloat16_rn(a.y * mul));
+  o.y = pack(__float2bfloat16_rn(a.z * mul), __float2bfloat16_rn(a.w * mul));
+  o.z = pack(__float2bfloat16_rn(b.x * mul), __float2bfloat16_rn(b.y * mul));
+  o.w = pack(__float2bfloat16_rn(b.z * mul), __float2bfloat16_rn(b.w * mul));
+  *reinterpret_cast<uint4*>(dst) = o;
+}
+
+// blockIdx.y < B: the keys of sequence blockIdx.y; blockIdx.y == B: Q.
+__global__ void prep_kernel(PrepParams p) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int b = blockIdx.y;
+  if (b == p.B) {
+    for (long long i = first; i < p.q_elems / 8; i += step) to_bf16x8(p.q + i * 8, p.kv.in.q + i * 8, 1.0f);
+    return;
+  }
+  int koff = 0;
+  for (int sq = 0; sq < b; ++sq) koff += p.kv.in.seqs[sq].lk;
+  const DeviceSeq s = p.kv.in.seqs[b];
+  const int Hk = p.kv.Hk;
+  const long long rows = static_cast<long long>(s.lk) * Hk;
+  for (int value = 0; value < 2; ++value) {
+    const int dim = value ? p.kv.dv : p.kv.d, chunks = dim / 8;
+    for (long long i = first; i < rows * chunks; i += step) {
+      const long long row = i / chunks;
+      const int c = static_cast<int>(i - row * chunks);
+      const int j = static_cast<int>(row / Hk), kh = static_cast<int>(row - static_cast<long long>(j) * Hk);
+      const float* src = kv_row(p.kv, s, b, j, kh, value != 0) + c * 8;
+      const long long at = (static_cast<long long>(koff) * Hk + row) * dim + c * 8;
+      if (value) {
+        to_bf16x8(p.v + at, src, 1.0f);
+      } else {
+        to_bf16x8(p.k + at, src, 1.0f);
+        to_bf16x8(p.ks + at, src, p.scale);
+      }
+    }
+  }
+}
+
+template <int W, bool kSoftcap>
+void launch(const TcParams& p, unsigned grid_x, unsigned grid_y) {
+  const int bytes = smem_bytes(p.kv.d, p.kv.dv, W);
   // The cap is the function's, for the whole process: set once, to the largest case's layout or the device's
   // limit if that is lower (an A100 has 163 KB). Set per launch to the case's own size, threads with cases in
   // flight lowered it under one another's launches (cudaErrorLaunchOutOfResources under bench --in-flight, H200,
@@ -472,15 +641,15 @@ void launch(const TcParams& p, DType dt, unsigned grid_x, unsigned grid_y) {
     int device = 0, limit = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
-    const int most = std::min(limit, smem_layout(kMaxDim, kMaxDim, 4 * (kMaxDim / kColsPerWarp)).total);
-    check(cudaFuncSetAttribute(tc_kernel<T, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+    const int most = std::min(limit, smem_bytes(kMaxDim, kMaxDim, W));
+    check(cudaFuncSetAttribute(tc_kernel<W, kSoftcap>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
           "tensor-core reference: shared memory size");
     return most;
   }();
   if (bytes > cap)
     throw std::runtime_error("tensor-core reference: the case needs " + std::to_string(bytes) +
                              " bytes of shared memory, the device allows " + std::to_string(cap));
-  tc_kernel<T, kThreads><<<dim3(grid_x, grid_y), 32 * p.warps, bytes, harness_stream()>>>(p, dt);
+  tc_kernel<W, kSoftcap><<<dim3(grid_x, grid_y), kThreads, bytes, harness_stream()>>>(p);
 }
 
 }  // namespace
@@ -490,12 +659,12 @@ std::string tc_unsupported_reason(const DeviceCase& dc) {
   if (env && std::strcmp(env, "simt") == 0) return "FLASHCHECK_REFERENCE=simt";
   const KernelCase& c = dc.kcase();
   if (c.dtype == DType::kF32) return "fp32 inputs: their products are not exact in a 16-bit tensor-core multiply";
-  // The device-reference property on the H200 (10,000 cases, 2026-12-01) failed 41 fp16 cases and no bf16 one:
-  // P's pieces in fp16 leave its range below 2^-24 (after the 2^14 scale), so weights under about 1e-12 are lost
-  // or rounded coarsely, and outputs made only of such weights come out 0 or a few 1e-4 off in relative terms.
-  // fp16 V is exactly a sum of two bf16 values; until P.V is done that way, fp16 stays on the SIMT kernels.
+  // The first tensor-core kernel also took fp16, with P's pieces scaled by 2^14: the device-reference property on
+  // the H200 (10,000 cases, 2026-12-01) failed 41 fp16 cases and no bf16 one, because the pieces leave fp16's range
+  // below 2^-24 and outputs made only of weights under about 1e-12 came out 0 or a few 1e-4 off. fp16 V is exactly
+  // a sum of two bf16 values; until P.V is done that way, fp16 stays on the SIMT kernels.
   if (c.dtype == DType::kF16) return "fp16 inputs: P's pieces in fp16 lose weights below its range (SIMT until V is split into bf16)";
-  if (c.head_dim % 16 != 0 || c.v_head_dim % 16 != 0) return "head dims must be multiples of 16 (the WMMA tile)";
+  if (c.head_dim % 16 != 0 || c.v_head_dim % 16 != 0) return "head dims must be multiples of 16 (the MMA's k-step)";
   if (c.head_dim > kMaxDim || c.v_head_dim > kMaxDim) return "head dims above 256 do not fit the shared-memory tiles";
   if (!dc.finite_inputs()) return "inputs with infinite or huge values (P's pieces times inf give NaN, fp32 gives inf)";
   return "";
@@ -513,9 +682,6 @@ void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const D
   p.B = static_cast<int>(c.seqs.size());
   p.H = static_cast<int>(c.heads);
   p.group = static_cast<int>(c.group());
-  p.warps = 4 * ((p.kv.dv + kColsPerWarp - 1) / kColsPerWarp);
-  p.ldq = p.kv.d + 8;
-  p.ldv = p.kv.dv + 8;
   p.scale = static_cast<float>(c.softmax_scale());
   p.softcap = static_cast<float>(c.softcap);
   p.win_left = static_cast<int>(rule.left);
@@ -523,19 +689,35 @@ void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const D
   p.empty_row = empty_row;
   p.truth = truth;
   p.base = base;
-  long long blocks = 0;
-  for (const SeqGeometry& s : g.seqs) blocks += (s.lq + kM - 1) / kM;
-  if (blocks == 0 || c.heads == 0) return;
-  if (blocks > INT_MAX || c.heads > 65535) throw std::invalid_argument("tensor-core reference: grid too large");
-  const auto gx = static_cast<unsigned>(blocks), gy = static_cast<unsigned>(c.heads);
-  const bool wide = p.warps > 8;  // dv > 128: up to 16 warps, at most 128 registers each
-  if (c.dtype == DType::kBF16) {
-    if (wide) launch<__nv_bfloat16, 512>(p, c.dtype, gx, gy);
-    else launch<__nv_bfloat16, 256>(p, c.dtype, gx, gy);
-  } else {
-    if (wide) launch<__half, 512>(p, c.dtype, gx, gy);
-    else launch<__half, 256>(p, c.dtype, gx, gy);
+  std::int64_t blocks = 0, total_k = 0, most_k = 0;
+  for (const SeqGeometry& s : g.seqs) {
+    blocks += (s.lq + kM - 1) / kM;
+    total_k += s.lk;
+    most_k = std::max(most_k, s.lk);
   }
+  if (blocks == 0 || c.heads == 0) return;
+  if (blocks > INT_MAX || c.heads > 65535 || p.B >= 65535) throw std::invalid_argument("tensor-core reference: grid too large");
+
+  // The bf16 copies, in per-thread slots: a case's copies are consumed by its own launch on the same stream.
+  const std::int64_t q_elems = g.total_q * p.H * p.kv.d, k_elems = total_k * p.kv.Hk * p.kv.d;
+  PrepParams pp{p.kv, p.B, q_elems, p.scale, nullptr, nullptr, nullptr, nullptr};
+  pp.q = slot_of<bf16>("tc.q", static_cast<std::size_t>(q_elems));
+  pp.k = slot_of<bf16>("tc.k", static_cast<std::size_t>(k_elems));
+  pp.ks = slot_of<bf16>("tc.ks", static_cast<std::size_t>(k_elems));
+  pp.v = slot_of<bf16>("tc.v", static_cast<std::size_t>(total_k * p.kv.Hk * p.kv.dv));
+  const std::int64_t work = std::max<std::int64_t>(q_elems, most_k * p.kv.Hk * std::max(p.kv.d, p.kv.dv)) / 8;
+  const std::int64_t prep_x = std::clamp<std::int64_t>((work + 255) / 256, 1, std::max(1, 8192 / (p.B + 1)));
+  prep_kernel<<<dim3(static_cast<unsigned>(prep_x), static_cast<unsigned>(p.B + 1)), 256, 0, harness_stream()>>>(pp);
+  check_last("tensor-core reference: bf16 copies");
+  p.q = pp.q;
+  p.k = pp.k;
+  p.ks = pp.ks;
+  p.v = pp.v;
+
+  const auto gx = static_cast<unsigned>(blocks), gy = static_cast<unsigned>(c.heads);
+  const bool capped = p.softcap > 0.0f;
+  if (p.kv.dv <= 64) capped ? launch<64, true>(p, gx, gy) : launch<64, false>(p, gx, gy);
+  else capped ? launch<128, true>(p, gx, gy) : launch<128, false>(p, gx, gy);
   check_last("tensor-core reference");
 }
 
