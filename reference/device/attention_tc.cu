@@ -14,7 +14,7 @@
 // Why this is as accurate as the fp32 SIMT reference (docs/TOLERANCE.md, "The tensor-core reference"):
 // - Q.K^T: q and k are exact in bf16, a product of two bf16 values (8 significant bits each) is exact in
 //   fp32, and only the accumulation rounds. A k-step of 16 products is added to the accumulator with one
-//   alignment and truncation: d/16 steps err by at most (d/16) 2u S_j, below the lambda sqrt(d) u S_j the
+//   alignment and truncation: d/16 steps err by at most (d/16) 2u S_j, below the lambda √d u S_j that the
 //   bound grants.
 // - P.V: P is split into hi + mid + lo (hi = rd(P), mid = rd(P - hi), lo = rd(P - hi - mid), each
 //   difference exact in fp32), which hold P to 2^-25 relative; each piece times V is exact. The 12 MMAs of
@@ -510,7 +510,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
                 const int e = 2 * rr + c;
-                // e * rd(1/Z), not e / Z: within 1.5 ulp of fp32 before the rounding to bf16, and without the
+                // e * rd(1/Z), not e / Z: within two ulps of fp32 before the rounding to bf16, and without the
                 // division's branch to its slow path at each of the 32 elements.
                 const float w = expf(base_logit<kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
                 w2[c] = __float2bfloat16_rn(visible(j0, nt, e) ? w : 0.0f);
