@@ -1,5 +1,5 @@
-// The tensor-core reference: the fp32-accurate reference and the low-precision baseline of a bf16 or fp16
-// case in one kernel, on WMMA tensor cores (attention_tc.cu explains the accuracy; docs/TOLERANCE.md states
+// The tensor-core reference: the fp32-accurate reference and the low-precision baseline of a bf16 case in
+// one kernel, on mma.sync tensor cores (attention_tc.cu explains the accuracy; docs/TOLERANCE.md states
 // the bound). device_reference / device_baseline (attention.h) choose it when tc_unsupported_reason says
 // nothing, and the SIMT kernels of attention.cu otherwise. Host-callable, no CUDA headers.
 #pragma once
