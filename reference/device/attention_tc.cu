@@ -6,7 +6,7 @@
 //           baseline's logits); per row the max and sum of exponentials of the reference and the baseline.
 //   pass 2: S again (bit for bit: same data, same instructions), P = exp(s - m) split into three bf16
 //           pieces, P.V and P_hi.|V| (the sensitivity a_x), in column chunks of 64.
-//   pass 3: the baseline's logits again and its P = rd(exp(s - m) / Z) times V, in chunks of W <= 128.
+//   pass 3: the baseline's logits again and its P = rd(exp(s - m) * rd(1/Z)) times V, in chunks of W <= 128.
 // Passes 2 and 3 are apart because their accumulators would not fit one thread's registers together.
 // A first launch copies the case's Q, K, K' and V into bf16 arrays, key rows sequence by sequence
 // (cache, pages and appended keys resolved once), so that tiles are plain 16-byte copies.
