@@ -212,15 +212,16 @@ TEST(TensorCoreReferenceGpu, TogetherOrApartTheSameBits) {
   EXPECT_FALSE(same(t1.out, b1.out));  // and the two results are different computations
 }
 
-// Cases of different head dims in flight on two threads (bench --in-flight): d 64 and d 128 share a kernel
-// instantiation but not a shared-memory size. The cap on that size belongs to the function for the whole
-// process; set per launch, one thread's smaller case lowered it under the other's larger launch
-// (cudaErrorLaunchOutOfResources on the H200). Each thread runs on its own per-thread stream and slots.
+// Cases of different head dims in flight on two threads (bench --in-flight): d 64 and d 128, both with dv 128,
+// share a kernel instantiation (its column chunk follows dv) but not a shared-memory size (Q's rows follow d).
+// The cap on that size belongs to the function for the whole process; set per launch, one thread's smaller case
+// lowered it under the other's larger launch (cudaErrorLaunchOutOfResources on the H200). Each thread runs on its
+// own per-thread stream and slots.
 TEST(TensorCoreReferenceGpu, ThreadsWithDifferentHeadDimsLaunchSideBySide) {
   std::vector<std::string> errors[2];
   auto run = [&errors](int t) {
     const std::int64_t d = t == 0 ? 128 : 64;
-    const device::DeviceCase dc(long_case(DType::kBF16, 96, true, d, d));
+    const device::DeviceCase dc(long_case(DType::kBF16, 96, true, d, 128));
     ASSERT_EQ(device::tc_unsupported_reason(dc), "");
     for (int i = 0; i < 300; ++i) {
       try {
