@@ -215,6 +215,11 @@ Comparison compare_outputs(const KernelCase& c, const AttentionResult& a, const 
 std::string failure_reason(const Comparison& cmp) {
   if (cmp.nonfinite > 0)
     return fmt::format("{} NaN/Inf output element{} where the truth is finite", cmp.nonfinite, cmp.nonfinite > 1 ? "s" : "");
+  // An infinite bound (inputs past the dtype's range make the truth's sensitivity infinite) would pass any
+  // output: such a case is not judged, it fails.
+  if (!std::isfinite(cmp.bound) || (cmp.lse_checked && !std::isfinite(cmp.lse_bound)))
+    return fmt::format("the tolerance bound is not finite (output {:.3g}, LSE {:.3g}): the case cannot be judged",
+                       cmp.bound, cmp.lse_bound);
   if (cmp.empty_wrong > 0) {
     const ElementLoc& l = cmp.first_empty_wrong;
     return fmt::format("{} empty row{} break the declared convention (first: b{} h{} i{} d{} = {})", cmp.empty_wrong,

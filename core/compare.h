@@ -4,6 +4,7 @@
 //   pass  iff  max|out - truth| <= k_max * max|baseline - truth| + floor
 //         and  mean|out - truth| <= k_mean * mean|baseline - truth| + mean floor
 //         and  no NaN/Inf in the output where the truth is finite
+//         and  the bounds are finite (an infinite one would pass anything)
 //         and  every empty row equals the declared convention exactly
 //         and  (when the kernel returns it) the LSE passes the same form on non-empty rows
 // with the multipliers, floors and sensitivities of core/tolerance.h (docs/TOLERANCE.md explains them);

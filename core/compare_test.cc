@@ -91,6 +91,26 @@ TEST(Compare, MatchingTruthNaNIsNotAMismatch) {
   EXPECT_EQ(failure_reason(c), "");
 }
 
+TEST(Compare, AnInfiniteBoundFailsInsteadOfPassingAnything) {
+  // Infinite inputs give the truth an infinite sensitivity (noise), and so an infinite floor: any output would
+  // be within it. The case is not judged: it fails and says why.
+  const KernelCase c = tiny_case(DType::kF16);
+  AttentionResult truth = result({0.5, 0.5, 0.25, 0.75});
+  truth.noise = {0, kInf, 0, 0};
+  Comparison cmp = compare(c, result({0.5, 9.0, 0.25, 0.75}), truth, result({0.5, 0.5, 0.25, 0.75}), EmptyRow::kZero,
+                           tolerance_for(c));
+  EXPECT_EQ(cmp.bound, kInf);
+  EXPECT_NE(failure_reason(cmp).find("bound is not finite"), std::string::npos) << failure_reason(cmp);
+  cmp.bound = 1.0;  // a finite output bound, but an LSE bound that is not
+  cmp.err_max = 0.0;
+  cmp.lse_checked = true;
+  cmp.lse_bound = kNaN;
+  EXPECT_NE(failure_reason(cmp).find("bound is not finite"), std::string::npos) << failure_reason(cmp);
+  cmp.lse_checked = false;  // a pair's mean bound is infinite by design: only the max bound applies
+  cmp.mean_bound = kInf;
+  EXPECT_EQ(failure_reason(cmp), "");
+}
+
 TEST(Compare, BoundIsTwiceTheBaselineErrorPlusTheFloor) {
   // Baseline error 1e-3; kernel error 1.9e-3 passes, 2.1e-3 fails (fp32 floor is ~1e-7). The baseline
   // errs on two elements so that the mean check (1.5 x its mean error) is not what decides.

@@ -10,6 +10,7 @@
 #include "core/checked.h"
 #include "core/geometry.h"
 #include "core/input_limits.h"
+#include "core/recipe.h"
 
 namespace flashcheck {
 namespace {
@@ -60,6 +61,14 @@ std::optional<QLayout> parse_layout(std::string_view s) { return parse_enum(s, k
 std::optional<KvStorage> parse_kv_storage(std::string_view s) { return parse_enum(s, kStorages); }
 std::optional<KvStrides> parse_kv_strides(std::string_view s) { return parse_enum(s, kStrides); }
 std::optional<Distribution> parse_distribution(std::string_view s) { return parse_enum(s, kDists); }
+
+std::string recipe_overflow_reason(Distribution dist, double scale, DType dtype) {
+  if (recipe_fits_dtype(dist, scale, dtype)) return "";
+  return fmt::format("{} gives '{}' inputs up to {:.4g}, past {}'s safe range (half its largest finite value, {:.6g}): "
+                     "infinite inputs make the truth and the tolerance bound infinite",
+                     scale, to_string(dist), scale * recipe_magnitude_bound(dist), to_string(dtype),
+                     detail::format_of(dtype).max_finite / 2);
+}
 
 double KernelCase::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -173,6 +182,8 @@ std::vector<FieldError> validate(const KernelCase& c) {
   for (const auto& [field, v] : {std::pair{"data.q_scale", c.data.q_scale}, std::pair{"data.k_scale", c.data.k_scale},
                                  std::pair{"data.v_scale", c.data.v_scale}})
     if (!std::isfinite(v) || v < 0) fail(field, fmt::format("{} must be finite and >= 0", v));
+    else if (const std::string why = recipe_overflow_reason(c.data.dist, v, c.dtype); !why.empty())
+      fail(field, why);
 
   // The memory the case needs, before anything (the block-table check below included) allocates for it.
   if (errors.empty()) {

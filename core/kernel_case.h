@@ -124,6 +124,10 @@ struct FieldError {
 // range-checked (core/input_limits.h), and the case's memory (case_bytes) is within limits::kMaxCaseBytes.
 std::vector<FieldError> validate(const KernelCase& c);
 
+// "" when every input of a tensor with this recipe and scale is finite in `dtype` (core/recipe.h), else the
+// validation message for its scale field (kernel and model cases share the rule).
+std::string recipe_overflow_reason(Distribution dist, double scale, DType dtype);
+
 // An upper estimate of the bytes the harness holds for the case at once, host or device (inputs, page pool,
 // output buffers, reference results); computed without wrapping, saturating at INT64_MAX.
 std::int64_t case_bytes(const KernelCase& c);

@@ -48,6 +48,34 @@ TEST(KernelCaseValidate, NamesTheFieldAndReasonOfEachImpossibleCase) {
             "kv.strides: expanded K/V broadcast one KV head; kv_heads is 2");
 }
 
+TEST(KernelCaseValidate, RefusesARecipeWhoseInputsOverflowTheDtype) {
+  // The case a CI run drew (fp16, softcap 50, q scaled by four times the cap, the `large` recipe): q held
+  // infinities, the truth and the bound were infinite, and conformance passed whatever the kernel returned.
+  auto overflowing = [](KernelCase& c) {
+    c.dtype = DType::kF16;
+    c.softcap = 50;
+    c.data.dist = Distribution::kLarge;
+    c.data.q_scale = 200;
+  };
+  const std::string why = first_error_field(overflowing);
+  EXPECT_EQ(why.rfind("data.q_scale: 200 gives 'large' inputs up to 8.868e+04, past fp16's safe range", 0), 0u) << why;
+  EXPECT_EQ(first_error_field([&](KernelCase& c) {
+              overflowing(c);
+              c.dtype = DType::kBF16;
+            }),
+            "");
+  EXPECT_EQ(first_error_field([&](KernelCase& c) {
+              overflowing(c);
+              c.data.q_scale = 50;
+            }),
+            "");
+  EXPECT_EQ(first_error_field([](KernelCase& c) {
+              c.dtype = DType::kF16;
+              c.data.v_scale = 1e5;
+            }).rfind("data.v_scale: ", 0),
+            0u);
+}
+
 TEST(KernelCaseValidate, PagingRules) {
   EXPECT_EQ(first_error_field([](KernelCase& c) {
               c.kv_storage = KvStorage::kPaged;

@@ -57,6 +57,8 @@ std::vector<FieldError> validate(const ModelCase& m) {
   for (const auto& [field, v] : {std::pair{"data.q_scale", m.data.q_scale}, std::pair{"data.k_scale", m.data.k_scale},
                                  std::pair{"data.v_scale", m.data.v_scale}})
     if (!std::isfinite(v) || v < 0) fail(field, fmt::format("{} must be finite and >= 0", v));
+    else if (const std::string why = recipe_overflow_reason(m.data.dist, v, m.dtype); !why.empty())
+      fail(field, why);
   if (m.past > 0 && !m.use_cache) fail("use_cache", fmt::format("past {} > 0 needs a cache object (use_cache)", m.past));
   if (m.static_cache_len) {
     if (!m.use_cache) fail("static_cache_len", "a static cache needs use_cache");

@@ -31,6 +31,26 @@ FC_HD inline double recipe_value(Distribution dist, std::uint64_t seed, TensorId
   return 0.0;
 }
 
+// The largest magnitude `recipe_value` can return for a scale of 1: Irwin-Hall normals lie in [-2 sqrt(3),
+// 2 sqrt(3)], uniforms in [-1, 1], integers in [-2, 2], large values up to 2^7 normals.
+FC_HD inline double recipe_magnitude_bound(Distribution dist) {
+  constexpr double kNormalBound = 3.4641016151377546;  // 2 sqrt(3): (2^25 / 2^24) * sqrt(3)
+  switch (dist) {
+    case Distribution::kNormal: return kNormalBound;
+    case Distribution::kUniform: return 1.0;
+    case Distribution::kIntegers: return 2.0;
+    case Distribution::kLarge: return kNormalBound * 128.0;
+  }
+  return kNormalBound * 128.0;
+}
+
+// Whether every value of a tensor with this recipe and scale is finite in `dtype` (rounding included: half an
+// ulp past the largest finite value rounds to infinity, hence the margin). An input that overflows makes the
+// truth and the tolerance bound infinite: such a case cannot be judged, so generators stay inside this.
+inline bool recipe_fits_dtype(Distribution dist, double scale, DType dtype) {
+  return std::fabs(scale) * recipe_magnitude_bound(dist) < detail::format_of(dtype).max_finite / 2;
+}
+
 // One-hot V: the row of logical key position `pos` is e_(pos mod dim).
 FC_HD inline double onehot_value(std::uint32_t pos, std::uint32_t ch, std::uint32_t dim) {
   return ch == pos % dim ? 1.0 : 0.0;

@@ -1,7 +1,10 @@
 #include "core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
+
+#include "core/recipe.h"
 
 namespace flashcheck {
 namespace {
@@ -48,6 +51,22 @@ TEST(IrwinHallNormal, ExtremesAndMomentsAreThoseOfAStandardizedSum) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sq / n, 1.0, 0.01);
+}
+
+TEST(RecipeMagnitudeBound, HoldsForEveryDistributionAndIsReachedByTheExtremes) {
+  for (Distribution dist : {Distribution::kNormal, Distribution::kUniform, Distribution::kIntegers, Distribution::kLarge}) {
+    const double bound = recipe_magnitude_bound(dist);
+    double largest = 0;
+    for (std::uint32_t i = 0; i < 100000; ++i)
+      largest = std::max(largest, std::fabs(recipe_value(dist, 7, TensorId::kQ, 1.0, 0, i, 0, 0)));
+    EXPECT_LE(largest, bound) << static_cast<int>(dist);
+    EXPECT_GT(largest, bound / 4) << static_cast<int>(dist);  // a bound, not a guess far above the values
+  }
+  // The `large` recipe at a softcap multiple: 200 x 443 passes fp16's 65504, 50 x 443 does not; bf16 holds both.
+  EXPECT_FALSE(recipe_fits_dtype(Distribution::kLarge, 200.0, DType::kF16));
+  EXPECT_TRUE(recipe_fits_dtype(Distribution::kLarge, 50.0, DType::kF16));
+  EXPECT_TRUE(recipe_fits_dtype(Distribution::kLarge, 200.0, DType::kBF16));
+  EXPECT_TRUE(recipe_fits_dtype(Distribution::kNormal, 200.0, DType::kF16));
 }
 
 }  // namespace

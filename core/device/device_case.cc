@@ -8,6 +8,7 @@
 
 #include "core/device/device_memory.h"
 #include "core/device/recipe_fill.h"
+#include "core/recipe.h"
 
 namespace flashcheck::device {
 namespace {
@@ -30,19 +31,10 @@ std::size_t numel(const std::vector<std::int64_t>& s) {
 // is 2^120, times 256 terms 2^128): such cases are no tensor-core material.
 constexpr double kHugeInput = 0x1.0p60;
 
-// Whether every value the recipe can produce is finite in the case's dtype: the largest magnitude of each
-// distribution (core/recipe.h: Irwin-Hall normals lie below 2 sqrt(3) < 3.4642, integers in [-2, 2], large
-// ones up to 2^7 normals) times the tensor's scale, against the dtype's largest finite value.
+// Whether every value the recipe can produce is finite in the case's dtype and below kHugeInput.
 bool recipe_is_finite(const KernelCase& c) {
-  double bound = 1.0;
-  switch (c.data.dist) {
-    case Distribution::kNormal: bound = 3.4642; break;
-    case Distribution::kUniform: bound = 1.0; break;
-    case Distribution::kIntegers: bound = 2.0; break;
-    case Distribution::kLarge: bound = 3.4642 * 128.0; break;
-  }
-  const double largest = std::max({std::fabs(c.data.q_scale), std::fabs(c.data.k_scale), std::fabs(c.data.v_scale)}) * bound;
-  return largest < std::min(detail::format_of(c.dtype).max_finite / 2, kHugeInput);
+  const double largest = std::max({std::fabs(c.data.q_scale), std::fabs(c.data.k_scale), std::fabs(c.data.v_scale)});
+  return recipe_fits_dtype(c.data.dist, largest, c.dtype) && largest * recipe_magnitude_bound(c.data.dist) < kHugeInput;
 }
 
 // Whether the rows of `h` that the sequences use (sources with b >= 0) hold finite, not huge values only; slack and
