@@ -8,10 +8,13 @@ once per process and reused with dynamic shapes, so that a campaign is not domin
 flex_compile_seconds() reports the time spent compiling.
 
 Dynamo still specializes every size that is 0 or 1 (a batch of one, one block of queries or keys, one query),
-so each configuration compiles up to 2^k graphs. FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental
-`backed_size_oblivious`, which drops those guards: on the CPU with Dynamo alone (no Inductor), 200 cases of a
-mixed batch took 16 graphs instead of 44 (tools/flex_graphs.py, docs/RESULTS.md). Whether Inductor lowers the
-kernel that way on the GPU has not been run yet, so it is a switch, off by default.
+so each configuration compiles up to 2^k graphs. The adapter pads away the two that do not change the kernel
+(the per-document tensors and the key blocks: see attention()); with Dynamo alone on the CPU (no Inductor), 200
+cases of a mixed batch took 24 graphs instead of 44: 8 configurations (KV heads, softcap) times one query row,
+one query block, or more (tools/flex_graphs.py, docs/RESULTS.md). FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's
+experimental `backed_size_oblivious`, which drops the query guards too (16 graphs: the decoding kernel's
+q_len < 128 guard stays). Whether Inductor lowers the kernel that way on the GPU has not been run yet, so it is a
+switch, off by default.
 """
 import os
 import time
@@ -37,6 +40,7 @@ CONTRACT = {
               "softcap: score_mod tanh; GQA: enable_gqa=True"],
 }
 
+_MIN_KEY_ROWS = 2 * 128 + 1  # more than two of flex_attention's default 128-row blocks: never one block
 _compiled = {}  # by Dynamo backend
 _compile_seconds = 0.0
 _shapes_seen = set()
@@ -88,10 +92,19 @@ def attention(q, k, v, out, lse, args):
         return
     lens_k = [cu_k[b + 1] - cu_k[b] for b in range(args.batch)]
     used = args.seqused_k.tolist() if args.seqused_k is not None else lens_k
-    lens_q = torch.tensor([cu_q[b + 1] - cu_q[b] for b in range(args.batch)], dtype=torch.int32, device=device)
-    used_t = torch.tensor(used, dtype=torch.int32, device=device)
+    # Dynamo specializes sizes 0 and 1, each a graph more (an Inductor compilation on the GPU). Two of them say
+    # nothing about the kernel, so they are padded away: the per-document tensors get a spare entry (a batch of
+    # one is two entries long), and K/V get zero rows outside every document up to two key blocks (one block or
+    # two differ only in how many blocks the block mask lists; a block without a visible key is skipped).
+    # Queries are not padded: one query row and one query block select FlexAttention's decoding kernel and its
+    # variants, which are under test.
+    lens_q = torch.tensor([cu_q[b + 1] - cu_q[b] for b in range(args.batch)] + [0], dtype=torch.int32, device=device)
+    used_t = torch.tensor(used + [0], dtype=torch.int32, device=device)
+    k_rows = max(total_k, _MIN_KEY_ROWS)
+    if k_rows > total_k:
+        k, v = (torch.cat([x, x.new_zeros((k_rows - total_k,) + tuple(x.shape[1:]))]) for x in (k, v))
     doc_q, pos_q = _document_maps(cu_q, total_q, device)
-    doc_k, pos_k = _document_maps(cu_k, total_k, device)
+    doc_k, pos_k = _document_maps(cu_k, k_rows, device)
     # Bottom-right: the diagonal of document b is offset by (used keys - queries).
     offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q
     # Window and softcap as tensors: values captured by the mods' closures would be guarded by value and
@@ -114,7 +127,7 @@ def attention(q, k, v, out, lse, args):
         def score_mod(score, b, h, qi, ki):
             return cap * torch.tanh(score / cap)
 
-    block_mask = create_block_mask(mask_mod, 1, None, total_q, total_k, device=device)
+    block_mask = create_block_mask(mask_mod, 1, None, total_q, k_rows, device=device)
     qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, H, rows, d)
     shape = (q.dtype, q.shape[1], k.shape[1], q.shape[2], v.shape[2], args.softcap > 0)
     start = time.perf_counter()
