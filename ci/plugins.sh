@@ -44,11 +44,15 @@ expect python-good-passes 0 'py:flashcheck_kernels.reference:attention / conform
   "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention --property all --cases 300 --seed 11 --out "$work/found-py-good"
 expect python-broken-is-caught 1 'FOUND at case' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention_top_left --property conformance --cases 300 --seed 11 --out "$work/found-py-broken"
-# The FlexAttention adapter's own translation of a case (document masks, windows, seqused_k, GQA, softcap, LSE),
-# on the CPU through Dynamo's eager backend: a GPU campaign's finding is then about the kernel, not the adapter.
+# The FlexAttention adapter's own translation of a case (document masks, windows, seqused_k, GQA, softcap, LSE,
+# paged K/V through torch's PagedAttention helper), on the CPU through Dynamo's eager backend: a GPU campaign's
+# finding is then about the kernel, not the adapter.
 expect flex-adapter-on-cpu 0 'attention_cpu / conformance: 40 cases' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property conformance --cases 40 --seed 11 \
   --out "$work/found-flex-cpu"
+expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 40 cases' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property paged-contiguous --cases 40 --seed 11 \
+  --out "$work/found-flex-cpu-paged"
 
 echo "plugins: $passed passed, $failed failed"
 [ "$failed" = 0 ]

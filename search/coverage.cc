@@ -68,7 +68,10 @@ std::vector<std::string> required_coverage(const Contract& k, const CaseRequirem
   if (on(k.top_left) && !req.chunkable) r.push_back("causal-top-left");
   if (on(k.window)) r.push_back("window");
   if (on(k.softcap)) r.push_back("softcap");
-  if (on(k.paged) && !req.packed_kv) r.insert(r.end(), {"paged", "page-size-1"});
+  if (on(k.paged) && !req.packed_kv) {
+    r.push_back("paged");
+    if (k.page_size_multiple == 1) r.push_back("page-size-1");  // pages of a multiple of 128 are never 1 wide
+  }
   if (on(k.kv_cache) && !req.no_cache) r.push_back("kv-cache");
   if (on(k.dv_differs) && k.head_dims.size() != 1) r.push_back("dv!=d");  // one head dim left: dv cannot differ
   const bool unaligned_dims = k.head_dims.empty() ? k.head_dim_multiple == 1

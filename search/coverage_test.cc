@@ -36,6 +36,16 @@ TEST(Coverage, BottomRightWindowOrEmptySequencesMakeEmptyRowsRequired) {
   EXPECT_TRUE(demands(k, "empty-rows"));
 }
 
+TEST(Coverage, PageSizeOneIsDemandedOnlyWhereThePageSizeMultipleAllowsIt) {
+  Contract k = top_left_only();
+  k.paged = Support::kNative;
+  EXPECT_TRUE(demands(k, "paged"));
+  EXPECT_TRUE(demands(k, "page-size-1"));
+  k.page_size_multiple = 128;  // FlexAttention's paged helper: a page is a key block of the mask
+  EXPECT_TRUE(demands(k, "paged"));
+  EXPECT_FALSE(demands(k, "page-size-1"));
+}
+
 TEST(Coverage, ExemptFeaturesAreDroppedWithTheirReason) {
   Contract k = top_left_only();
   k.bottom_right = Support::kNative;

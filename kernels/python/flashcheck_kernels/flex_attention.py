@@ -3,6 +3,7 @@
 The packed batch goes in as one sequence of all rows, and a mask_mod keeps each query inside its own
 document (the varlen batch), applies the causal diagonal (bottom-right or top-left), the window and
 seqused_k; softcap is a score_mod; grouped KV heads use enable_gqa; the LSE comes from return_aux.
+Paged K/V goes through torch's PagedAttention helper instead, with the queries batched (see _paged()).
 FlexAttention picks its decoding kernel for short queries by itself. The compiled function is made
 once per process and reused with dynamic shapes, so that a campaign is not dominated by recompilation:
 flex_compile_seconds() reports the time spent compiling.
@@ -25,7 +26,8 @@ CONTRACT = {
     "summary": "torch.nn.attention.flex_attention (torch.compile, dynamic shapes), document masking for varlen",
     "device": "cuda",
     "features": {"bottom_right": "native", "top_left": "native", "window": "native", "softcap": "native",
-                 "gqa": "native", "varlen": "native", "seqused_k": "native"},
+                 "gqa": "native", "varlen": "native", "seqused_k": "native", "paged": "native"},
+    "page_size_multiple": 128,
     "dtypes": ["fp16", "bf16", "fp32"],
     "max_head_dim": 256,
     "head_dim_multiple": 16,
@@ -37,7 +39,8 @@ CONTRACT = {
     "notes": ["zero-length sequences excluded: a batch without keys makes an empty (1, H, 0, d) call",
               "varlen: one (1, H, total, d) call with a document mask_mod over cu_seqlens",
               "causal and windows: mask_mod on positions within the document (bottom-right unless top-left)",
-              "softcap: score_mod tanh; GQA: enable_gqa=True"],
+              "softcap: score_mod tanh; GQA: enable_gqa=True",
+              "paged K/V: torch's PagedAttention helper (experimental), queries batched, pages of 128 x n keys"],
 }
 
 _MIN_KEY_ROWS = 2 * 128 + 1  # more than two of flex_attention's default 128-row blocks: never one block
@@ -82,14 +85,57 @@ def _document_maps(cu, total, device):
     return doc.to(device), pos.to(device)
 
 
-def attention(q, k, v, out, lse, args):
-    from torch.nn.attention.flex_attention import AuxRequest, create_block_mask
+def _mods(args, device):
+    """The window bounds and the softcap score_mod. Window and softcap are tensors: values captured by the mods'
+    closures would be guarded by value and recompile the kernel for every new window; tensors are inputs of one
+    compiled graph."""
+    left = torch.tensor(args.window_left, dtype=torch.int32, device=device)
+    right = torch.tensor(args.window_right, dtype=torch.int32, device=device)
+    score_mod = None
+    if args.softcap > 0:
+        cap = torch.tensor(args.softcap, dtype=torch.float32, device=device)
+
+        def score_mod(score, b, h, qi, ki):
+            return cap * torch.tanh(score / cap)
+
+    def in_window(kp, diag):
+        return ((right < 0) | (kp <= diag + right)) & ((left < 0) | (kp >= diag - left))
+
+    return in_window, score_mod
+
+
+def _call(q4, k4, v4, score_mod, block_mask, args, config):
+    """flex_attention, compiled (eager on the CPU), with the LSE; counts the first call of a configuration as
+    compile time."""
+    from torch.nn.attention.flex_attention import AuxRequest
     global _compile_seconds
+    start = time.perf_counter()
+    # return_aux, not the deprecated return_lse: its one-time warning is a guard of the compiled graph, and the
+    # first call after it recompiled.
+    o, aux = _flex("inductor" if q4.is_cuda else "eager")(
+        q4, k4, v4, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
+        enable_gqa=q4.shape[1] != k4.shape[1], return_aux=AuxRequest(lse=True))
+    if config not in _shapes_seen:
+        if q4.is_cuda:
+            torch.cuda.synchronize()
+        _compile_seconds += time.perf_counter() - start
+        _shapes_seen.add(config)
+    return o, aux.lse
+
+
+def _config(q, k, v, args, paged):
+    return (q.dtype, q.shape[1], k.shape[-2], q.shape[-1], v.shape[-1], args.softcap > 0, paged)
+
+
+def attention(q, k, v, out, lse, args):
+    if q.shape[0] == 0:
+        return
+    if args.block_table is not None:
+        return _paged(q, k, v, out, lse, args)
+    from torch.nn.attention.flex_attention import create_block_mask
     device = q.device
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
     total_q, total_k = q.shape[0], k.shape[0]
-    if total_q == 0:
-        return
     lens_k = [cu_k[b + 1] - cu_k[b] for b in range(args.batch)]
     used = args.seqused_k.tolist() if args.seqused_k is not None else lens_k
     # Dynamo specializes sizes 0 and 1, each a graph more (an Inductor compilation on the GPU). Two of them say
@@ -107,44 +153,66 @@ def attention(q, k, v, out, lse, args):
     doc_k, pos_k = _document_maps(cu_k, k_rows, device)
     # Bottom-right: the diagonal of document b is offset by (used keys - queries).
     offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q
-    # Window and softcap as tensors: values captured by the mods' closures would be guarded by value and
-    # recompile the kernel for every new window; tensors are inputs of one compiled graph.
-    left = torch.tensor(args.window_left, dtype=torch.int32, device=device)
-    right = torch.tensor(args.window_right, dtype=torch.int32, device=device)
+    in_window, score_mod = _mods(args, device)
 
     def mask_mod(b, h, qi, ki):
         d = doc_q[qi].clamp(min=0)
         kp = pos_k[ki]
-        diag = pos_q[qi] + offset[d]
         ok = (doc_q[qi] == doc_k[ki]) & (doc_q[qi] >= 0) & (kp < used_t[d])
-        ok = ok & ((right < 0) | (kp <= diag + right))
-        return ok & ((left < 0) | (kp >= diag - left))
-
-    score_mod = None
-    if args.softcap > 0:
-        cap = torch.tensor(args.softcap, dtype=torch.float32, device=device)
-
-        def score_mod(score, b, h, qi, ki):
-            return cap * torch.tanh(score / cap)
+        return ok & in_window(kp, pos_q[qi] + offset[d])
 
     block_mask = create_block_mask(mask_mod, 1, None, total_q, k_rows, device=device)
     qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, H, rows, d)
-    shape = (q.dtype, q.shape[1], k.shape[1], q.shape[2], v.shape[2], args.softcap > 0)
-    start = time.perf_counter()
-    # return_aux, not the deprecated return_lse: its one-time warning is a guard of the compiled graph, and the
-    # first call after it recompiled.
-    o, aux = _flex("inductor" if q.is_cuda else "eager")(
-        qh, kh, vh, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
-        enable_gqa=q.shape[1] != k.shape[1], return_aux=AuxRequest(lse=True))
-    row_lse = aux.lse
-    if shape not in _shapes_seen:  # the first call of a configuration compiles it
-        if q.is_cuda:
-            torch.cuda.synchronize()
-        _compile_seconds += time.perf_counter() - start
-        _shapes_seen.add(shape)
+    o, row_lse = _call(qh, kh, vh, score_mod, block_mask, args, _config(q, k, v, args, False))
     out.copy_(o[0].transpose(0, 1))
     if lse is not None:
         lse.copy_(row_lse[0].transpose(0, 1))
+
+
+def _paged(q, k, v, out, lse, args):
+    """Paged K/V through torch's own helper, torch.nn.attention.experimental._paged_attention.PagedAttention, as a
+    serving engine uses it: queries batched (B, H, max_q, d), the page pool as one (1, Hk, pages x page size, d)
+    cache, and the logical block mask converted to physical pages by convert_logical_block_mask. The helper
+    wants a page as wide as a key block of the mask, hence page sizes in multiples of 128 (the contract). Its
+    page table and page-to-position map are filled from the case's block table instead of its allocator, so
+    that pages sit where the case puts them."""
+    from torch.nn.attention.experimental._paged_attention import PagedAttention
+    from torch.nn.attention.flex_attention import create_block_mask
+    device = q.device
+    B, ps, H, d = args.batch, args.page_size, q.shape[1], q.shape[2]
+    n_pages, Hk = k.shape[0], k.shape[2]
+    cu_q = args.cu_seqlens_q.tolist()
+    lens_q = [cu_q[b + 1] - cu_q[b] for b in range(B)]
+    cu_k = args.cu_seqlens_k.tolist()
+    used = args.seqused_k.tolist() if args.seqused_k is not None else [cu_k[b + 1] - cu_k[b] for b in range(B)]
+    table = args.block_table.to(device=device, dtype=torch.int64)  # (B, max_blocks), -1 past a sequence's pages
+    max_q, max_blocks = max(lens_q), table.shape[1]
+
+    pa = PagedAttention(n_pages, ps, B, device=device)
+    pa.page_table[:, :max_blocks] = table
+    for b in range(B):
+        pages = table[b][table[b] >= 0]
+        pa.physical_to_logical[b, pages] = torch.arange(len(pages), device=device)
+        pa.capacity[b] = len(pages) * ps
+
+    # Query rows of sequence b at [b, :lens_q[b]]; the rest are zeros that the mask leaves without keys.
+    rows = torch.tensor([b * max_q + i for b in range(B) for i in range(lens_q[b])], dtype=torch.int64, device=device)
+    qb = q.new_zeros(B * max_q, H, d).index_copy_(0, rows, q).view(B, max_q, H, d).transpose(1, 2)
+    lens_q_t = torch.tensor(lens_q, dtype=torch.int32, device=device)
+    used_t = torch.tensor(used, dtype=torch.int32, device=device)
+    offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q_t
+    in_window, score_mod = _mods(args, device)
+
+    def logical_mask(b, h, qi, ki):  # ki: the key's position in its sequence
+        return (qi < lens_q_t[b]) & (ki < used_t[b]) & in_window(ki, qi + offset[b])
+
+    logical = create_block_mask(logical_mask, B, None, max_q, max_blocks * ps, device=device, BLOCK_SIZE=(128, ps))
+    block_mask = pa.convert_logical_block_mask(logical, kv_len=used_t)
+    kc, vc = (x.reshape(n_pages * ps, Hk, x.shape[3]).transpose(0, 1).unsqueeze(0) for x in (k, v))
+    o, row_lse = _call(qb, kc, vc, score_mod, block_mask, args, _config(q, k, v, args, True))
+    out.copy_(o.transpose(1, 2).reshape(B * max_q, H, -1).index_select(0, rows))
+    if lse is not None:
+        lse.copy_(row_lse.transpose(1, 2).reshape(B * max_q, H).index_select(0, rows))
 
 
 def attention_cpu(q, k, v, out, lse, args):
