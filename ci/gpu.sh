@@ -333,9 +333,11 @@ if has py-campaign; then
     slug=$(printf '%s' "$k" | sed 's/^py:flashcheck_kernels\.//; s/:.*//')
     start=$(date +%s)
     fc list --kernel "$k" > "$out/py-$slug-contract.txt" 2>&1 || { row "$slug" "not listed: $(tail -1 "$out/py-$slug-contract.txt")"; status=1; continue; }
-    fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases "${GPU_PY_WARMUP_CASES:-64}" --timeout 600 --seed 2040 \
-      --out "$out/py-$slug-found" --json > "$out/py-$slug-warmup.json" 2> "$out/py-$slug-warmup.err"
-    row "$slug warm-up (compiles)" "$(( $(date +%s) - start )) s: $(tail -1 "$out/py-$slug-warmup.err" | cut -c1-120)"
+    if [ "${GPU_PY_WARMUP_CASES:-64}" -gt 0 ]; then  # 0: the campaign's workers compile side by side instead
+      fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases "${GPU_PY_WARMUP_CASES:-64}" --timeout 600 --seed 2040 \
+        --out "$out/py-$slug-found" --json > "$out/py-$slug-warmup.json" 2> "$out/py-$slug-warmup.err"
+      row "$slug warm-up (compiles)" "$(( $(date +%s) - start )) s: $(tail -1 "$out/py-$slug-warmup.err" | cut -c1-120)"
+    fi
     start=$(date +%s)
     fc campaign --kernel "$k" --property all "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed "$py_seed" \
       --out "$out/py-$slug-default" > "$out/py-$slug-default.log" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/flex_graphs.py [--cases N] [--seed S] [--size-oblivious] [--log] — how many graphs Dynamo builds for the
+"""tools/flex_graphs.py [--cases N] [--seed S] [--paged] [--size-oblivious] [--log] — how many graphs Dynamo builds for the
 FlexAttention adapter (kernels/python/flashcheck_kernels/flex_attention.py) over N cases of a mixed batch.
 
 Runs on the CPU with a counting Dynamo backend instead of Inductor: the guards, and so the recompilations, are the
@@ -21,6 +21,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--size-oblivious", action="store_true", help="set FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1")
     ap.add_argument("--log", action="store_true", help="print Dynamo's recompilation reasons")
+    ap.add_argument("--paged", action="store_true", help="a third of the cases with paged K/V (pages of 128)")
     a = ap.parse_args()
     if a.size_oblivious:
         os.environ["FLASHCHECK_FLEX_SIZE_OBLIVIOUS"] = "1"
@@ -38,27 +39,43 @@ def main():
     adapter._flex()  # the adapter's Dynamo settings, then the same call with the counting backend
     adapter._compiled["eager"] = torch.compile(flex_attention, dynamic=True, backend=counting)
     rng = random.Random(a.seed)
-    heads = 8
     for n in range(1, a.cases + 1):
         lens = []
         for _ in range(rng.randint(1, 4)):
             lq = rng.choice([1, 2, rng.randint(1, 300)])
             lens.append((lq, lq + rng.randint(0, 64)))
-        kv_heads = rng.choice([1, 2, 4, 8])
+        # Heads as the generator draws them (search/generators.cc): KV heads 1/2/4/8, group 1/2/3/4/7/8, H <= 16.
+        group = rng.choice([1, 2, 4, 8, 3, 7])
+        kv_heads = rng.choice([h for h in (1, 2, 4, 8) if h * group <= 16])
+        heads = kv_heads * group
         window = rng.choice([(-1, -1), (-1, 0), (16, 0), (5, 7)])
         softcap = rng.choice([0.0, 0.0, 5.0])
         used = [max(1, lk - rng.randint(0, 3)) for _, lk in lens] if rng.random() < 0.3 else None
+        paged = a.paged and rng.random() < 1 / 3
         cu_q, cu_k = [0], [0]
         for lq, lk in lens:
             cu_q.append(cu_q[-1] + lq)
             cu_k.append(cu_k[-1] + lk)
         q = torch.randn(cu_q[-1], heads, 64)
-        k = torch.randn(cu_k[-1], kv_heads, 64)
-        v = torch.randn(cu_k[-1], kv_heads, 64)
+        page_size, table = 128, None
+        if paged:  # each sequence's pages in a shuffled pool, as the case's block table lays them out
+            blocks = [(lk + page_size - 1) // page_size for _, lk in lens]
+            order = list(range(sum(blocks)))
+            rng.shuffle(order)
+            table = torch.full((len(lens), max(blocks)), -1, dtype=torch.int32)
+            start = 0
+            for b, nb in enumerate(blocks):
+                table[b, :nb] = torch.tensor(order[start:start + nb], dtype=torch.int32)
+                start += nb
+            k = torch.randn(sum(blocks), page_size, kv_heads, 64)
+        else:
+            k = torch.randn(cu_k[-1], kv_heads, 64)
+        v = torch.randn_like(k)
         args = types.SimpleNamespace(
             cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32), cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32),
             seqused_k=None if used is None else torch.tensor(used, dtype=torch.int32), batch=len(lens),
-            softmax_scale=0.125, softcap=softcap, top_left=False, window_left=window[0], window_right=window[1])
+            softmax_scale=0.125, softcap=softcap, top_left=False, window_left=window[0], window_right=window[1],
+            block_table=table, page_size=page_size)
         adapter.attention(q, k, v, torch.empty(cu_q[-1], heads, 64), torch.empty(cu_q[-1], heads), args)
         if n in (10, 50, 100) or n == a.cases:
             print(f"after {n} cases: {len(graphs)} graphs", flush=True)

@@ -8,14 +8,18 @@ FlexAttention picks its decoding kernel for short queries by itself. The compile
 once per process and reused with dynamic shapes, so that a campaign is not dominated by recompilation:
 flex_compile_seconds() reports the time spent compiling.
 
-Dynamo still specializes every size that is 0 or 1 (a batch of one, one block of queries or keys, one query),
-so each configuration compiles up to 2^k graphs. The adapter pads away the two that do not change the kernel
-(the per-document tensors and the key blocks: see attention()); with Dynamo alone on the CPU (no Inductor), 200
-cases of a mixed batch took 24 graphs instead of 44: 8 configurations (KV heads, softcap) times one query row,
-one query block, or more (tools/flex_graphs.py, docs/RESULTS.md). FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's
-experimental `backed_size_oblivious`, which drops the query guards too (16 graphs: the decoding kernel's
-q_len < 128 guard stays). Whether Inductor lowers the kernel that way on the GPU has not been run yet, so it is a
-switch, off by default.
+Each distinct static size is a graph of its own, an Inductor compilation of seconds on the GPU, so the layout keeps
+them few. Dynamo treats the head counts of q and k as static (flex_attention's GQA checks guard them), so a batch
+with the generator's head counts, one (1, H, rows, d) call each, made a graph per (H, Hk) pair: over 124 graphs in
+200 mixed cases, past Dynamo's limit. The adapter therefore folds the KV heads in pairs into flex_attention's batch
+dimension, which stays dynamic: q goes in as (pairs, 2 x group, rows, d) and K/V as (pairs, 2, rows, d), so only the
+group size is static, and the kernel still maps query heads to two KV heads per batch entry (a head-mapping bug is
+not hidden). Heads are padded with zeros to at least two pairs, since Dynamo also specializes every size that is 0
+or 1; likewise the per-document tensors get a spare entry and K/V zero rows past two key blocks. Queries are not
+padded: one query row and one query block select FlexAttention's decoding kernel and its variants, which are under
+test. Per configuration (group size, softcap, paged or not) that leaves three query shapes (tools/flex_graphs.py).
+FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental `backed_size_oblivious`, which drops the query guards too;
+it is off by default.
 """
 import os
 import time
@@ -44,6 +48,8 @@ CONTRACT = {
 }
 
 _MIN_KEY_ROWS = 2 * 128 + 1  # more than two of flex_attention's default 128-row blocks: never one block
+_DECODING_ROWS = 128  # below this many query rows Inductor may pick the decoding kernel
+_DECODING_SEQS = 4  # a paged call for the decoding kernel has at least this many sequences (empty ones added)
 _compiled = {}  # by Dynamo backend
 _compile_seconds = 0.0
 _shapes_seen = set()
@@ -104,27 +110,61 @@ def _mods(args, device):
     return in_window, score_mod
 
 
-def _call(q4, k4, v4, score_mod, block_mask, args, config):
+def _call(q4, k4, v4, score_mod, block_mask, args, config, decoding):
     """flex_attention, compiled (eager on the CPU), with the LSE; counts the first call of a configuration as
-    compile time."""
+    compile time. For the decoding kernel the batch is marked static: Inductor picks that kernel only for a static
+    batch and head count, and with every size dynamic (dynamic=True) it would never run."""
     from torch.nn.attention.flex_attention import AuxRequest
     global _compile_seconds
+    if decoding:
+        for t in (q4, k4, v4):
+            torch._dynamo.mark_static(t, 0)
     start = time.perf_counter()
     # return_aux, not the deprecated return_lse: its one-time warning is a guard of the compiled graph, and the
     # first call after it recompiled.
     o, aux = _flex("inductor" if q4.is_cuda else "eager")(
         q4, k4, v4, score_mod=score_mod, block_mask=block_mask, scale=args.softmax_scale,
         enable_gqa=q4.shape[1] != k4.shape[1], return_aux=AuxRequest(lse=True))
-    if config not in _shapes_seen:
+    graph = config + (q4.shape[-2] == 1, q4.shape[-2] <= 128, decoding)  # Dynamo's specializations (module notes)
+    if graph not in _shapes_seen:
         if q4.is_cuda:
             torch.cuda.synchronize()
         _compile_seconds += time.perf_counter() - start
-        _shapes_seen.add(config)
+        _shapes_seen.add(graph)
     return o, aux.lse
 
 
-def _config(q, k, v, args, paged):
-    return (q.dtype, q.shape[1], k.shape[-2], q.shape[-1], v.shape[-1], args.softcap > 0, paged)
+def _config(q, group, args, paged):
+    return (q.dtype, group, q.shape[-1], args.softcap > 0, paged)
+
+
+def _decoding(q_rows, group):
+    """Whether Inductor lowers the call to FlexAttention's decoding kernel: fewer than 128 query rows and a
+    power-of-two group (torch/_inductor/kernel/flex/flex_decoding.py, _use_flex_decoding), and only with a static
+    batch and head count, which the adapter then gives it (see _call)."""
+    return q_rows < _DECODING_ROWS and group & (group - 1) == 0
+
+
+def _pairs(kv_heads, decoding):
+    """KV heads taken two at a time: at least two pairs, against Dynamo's 0/1 specializations, and for the decoding
+    kernel, whose batch must be static, four (the generators' eight KV heads), so that its batch is one size."""
+    return max(4 if decoding else 2, (kv_heads + 1) // 2)
+
+
+def _fold(x, pairs, group):
+    """(rows, heads, d) -> (pairs, 2 x group, rows, d): KV heads 2p and 2p + 1 with their query heads (group each,
+    head h on KV head h // group) become batch entry p; heads past the real ones are zeros."""
+    rows, heads, d = x.shape
+    want = pairs * 2 * group
+    if heads < want:
+        x = torch.cat([x, x.new_zeros(rows, want - heads, d)], dim=1)
+    return x.view(rows, pairs, 2 * group, d).permute(1, 2, 0, 3).contiguous()
+
+
+def _unfold(x, heads):
+    """(pairs, 2 x group, rows, ...) -> (rows, heads, ...), dropping the padded heads."""
+    x = x.movedim(2, 0)
+    return x.reshape(x.shape[0], x.shape[1] * x.shape[2], *x.shape[3:])[:, :heads]
 
 
 def attention(q, k, v, out, lse, args):
@@ -138,12 +178,9 @@ def attention(q, k, v, out, lse, args):
     total_q, total_k = q.shape[0], k.shape[0]
     lens_k = [cu_k[b + 1] - cu_k[b] for b in range(args.batch)]
     used = args.seqused_k.tolist() if args.seqused_k is not None else lens_k
-    # Dynamo specializes sizes 0 and 1, each a graph more (an Inductor compilation on the GPU). Two of them say
-    # nothing about the kernel, so they are padded away: the per-document tensors get a spare entry (a batch of
-    # one is two entries long), and K/V get zero rows outside every document up to two key blocks (one block or
-    # two differ only in how many blocks the block mask lists; a block without a visible key is skipped).
-    # Queries are not padded: one query row and one query block select FlexAttention's decoding kernel and its
-    # variants, which are under test.
+    # Padding against Dynamo's 0/1 specializations (module notes): a spare per-document entry, so that a batch of
+    # one is two entries long, and K/V zero rows outside every document up to two key blocks (one block or two
+    # differ only in how many blocks the block mask lists; a block without a visible key is skipped).
     lens_q = torch.tensor([cu_q[b + 1] - cu_q[b] for b in range(args.batch)] + [0], dtype=torch.int32, device=device)
     used_t = torch.tensor(used + [0], dtype=torch.int32, device=device)
     k_rows = max(total_k, _MIN_KEY_ROWS)
@@ -155,27 +192,31 @@ def attention(q, k, v, out, lse, args):
     offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q
     in_window, score_mod = _mods(args, device)
 
-    def mask_mod(b, h, qi, ki):
+    def mask_mod(b, h, qi, ki):  # the same for every batch entry (KV head pair) and head
         d = doc_q[qi].clamp(min=0)
         kp = pos_k[ki]
         ok = (doc_q[qi] == doc_k[ki]) & (doc_q[qi] >= 0) & (kp < used_t[d])
         return ok & in_window(kp, pos_q[qi] + offset[d])
 
     block_mask = create_block_mask(mask_mod, 1, None, total_q, k_rows, device=device)
-    qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, H, rows, d)
-    o, row_lse = _call(qh, kh, vh, score_mod, block_mask, args, _config(q, k, v, args, False))
-    out.copy_(o[0].transpose(0, 1))
+    heads, group = q.shape[1], q.shape[1] // k.shape[1]
+    decoding = _decoding(total_q, group)
+    pairs = _pairs(k.shape[1], decoding)
+    qf, kf, vf = _fold(q, pairs, group), _fold(k, pairs, 1), _fold(v, pairs, 1)
+    o, row_lse = _call(qf, kf, vf, score_mod, block_mask, args, _config(q, group, args, False), decoding)
+    out.copy_(_unfold(o, heads))
     if lse is not None:
-        lse.copy_(row_lse[0].transpose(0, 1))
+        lse.copy_(_unfold(row_lse, heads))
 
 
 def _paged(q, k, v, out, lse, args):
     """Paged K/V through torch's own helper, torch.nn.attention.experimental._paged_attention.PagedAttention, as a
-    serving engine uses it: queries batched (B, H, max_q, d), the page pool as one (1, Hk, pages x page size, d)
-    cache, and the logical block mask converted to physical pages by convert_logical_block_mask. The helper
-    wants a page as wide as a key block of the mask, hence page sizes in multiples of 128 (the contract). Its
-    page table and page-to-position map are filled from the case's block table instead of its allocator, so
-    that pages sit where the case puts them."""
+    serving engine uses it: queries batched (entries, heads, max_q, d) over one (1, heads, pages x page size, d)
+    page pool, and the logical block mask converted to physical pages by convert_logical_block_mask. The helper
+    wants a page as wide as a key block of the mask, hence page sizes in multiples of 128 (the contract). The KV
+    heads are folded in pairs as in attention(): entry b x pairs + p is sequence b's pair p, whose pages are the
+    case's pages of that sequence in pair p's copy of the pool. The helper's page table and page-to-position map
+    are filled from the case's block table instead of its allocator, so that pages sit where the case puts them."""
     from torch.nn.attention.experimental._paged_attention import PagedAttention
     from torch.nn.attention.flex_attention import create_block_mask
     device = q.device
@@ -185,34 +226,64 @@ def _paged(q, k, v, out, lse, args):
     lens_q = [cu_q[b + 1] - cu_q[b] for b in range(B)]
     cu_k = args.cu_seqlens_k.tolist()
     used = args.seqused_k.tolist() if args.seqused_k is not None else [cu_k[b + 1] - cu_k[b] for b in range(B)]
-    table = args.block_table.to(device=device, dtype=torch.int64)  # (B, max_blocks), -1 past a sequence's pages
+    table = args.block_table.to(device="cpu", dtype=torch.int64)  # (B, max_blocks), -1 past a sequence's pages
     max_q, max_blocks = max(lens_q), table.shape[1]
+    group = H // Hk
+    decoding = _decoding(max_q, group)
+    pairs = _pairs(Hk, decoding)
+    if decoding and B < _DECODING_SEQS:  # a static batch of one size: empty sequences, no queries and no pages
+        lens_q += [0] * (_DECODING_SEQS - B)
+        used += [0] * (_DECODING_SEQS - B)
+        table = torch.cat([table, table.new_full((_DECODING_SEQS - B, max_blocks), -1)])
+        B = _DECODING_SEQS
+    entries = B * pairs
 
-    pa = PagedAttention(n_pages, ps, B, device=device)
-    pa.page_table[:, :max_blocks] = table
+    # The helper's tables, built on the host and copied once.
+    page_table = torch.full((entries, pairs * n_pages), -1, dtype=torch.int64)
+    physical_to_logical = page_table.clone()
+    capacity = torch.zeros(entries, dtype=torch.int64)
     for b in range(B):
         pages = table[b][table[b] >= 0]
-        pa.physical_to_logical[b, pages] = torch.arange(len(pages), device=device)
-        pa.capacity[b] = len(pages) * ps
+        for p in range(pairs):
+            e = b * pairs + p
+            page_table[e, :len(pages)] = pages + p * n_pages
+            physical_to_logical[e, pages + p * n_pages] = torch.arange(len(pages))
+            capacity[e] = len(pages) * ps
+    pa = PagedAttention(pairs * n_pages, ps, entries, device=device)
+    for mine, theirs in ((page_table, pa.page_table), (physical_to_logical, pa.physical_to_logical),
+                         (capacity, pa.capacity)):
+        theirs.copy_(mine)
 
-    # Query rows of sequence b at [b, :lens_q[b]]; the rest are zeros that the mask leaves without keys.
+    # Query rows of sequence b at rows [b x max_q, b x max_q + lens_q[b]); the rest are zeros that the mask leaves
+    # without keys. Folded: (pairs, 2 x group, B x max_q, d) -> entries (B x pairs, 2 x group, max_q, d).
     rows = torch.tensor([b * max_q + i for b in range(B) for i in range(lens_q[b])], dtype=torch.int64, device=device)
-    qb = q.new_zeros(B * max_q, H, d).index_copy_(0, rows, q).view(B, max_q, H, d).transpose(1, 2)
-    lens_q_t = torch.tensor(lens_q, dtype=torch.int32, device=device)
-    used_t = torch.tensor(used, dtype=torch.int32, device=device)
+    qrows = q.new_zeros(B * max_q, H, d).index_copy_(0, rows, q)
+    qb = _fold(qrows, pairs, group).view(pairs, 2 * group, B, max_q, d).permute(2, 0, 1, 3, 4)
+    qb = qb.reshape(entries, 2 * group, max_q, d)
+    lens_q_t = torch.tensor(lens_q, dtype=torch.int32, device=device).repeat_interleave(pairs)
+    used_t = torch.tensor(used, dtype=torch.int32, device=device).repeat_interleave(pairs)
     offset = torch.zeros_like(used_t) if args.top_left else used_t - lens_q_t
     in_window, score_mod = _mods(args, device)
 
-    def logical_mask(b, h, qi, ki):  # ki: the key's position in its sequence
-        return (qi < lens_q_t[b]) & (ki < used_t[b]) & in_window(ki, qi + offset[b])
+    def logical_mask(e, h, qi, ki):  # ki: the key's position in its sequence
+        return (qi < lens_q_t[e]) & (ki < used_t[e]) & in_window(ki, qi + offset[e])
 
-    logical = create_block_mask(logical_mask, B, None, max_q, max_blocks * ps, device=device, BLOCK_SIZE=(128, ps))
+    logical = create_block_mask(logical_mask, entries, None, max_q, max_blocks * ps, device=device,
+                                BLOCK_SIZE=(128, ps))
     block_mask = pa.convert_logical_block_mask(logical, kv_len=used_t)
-    kc, vc = (x.reshape(n_pages * ps, Hk, x.shape[3]).transpose(0, 1).unsqueeze(0) for x in (k, v))
-    o, row_lse = _call(qb, kc, vc, score_mod, block_mask, args, _config(q, k, v, args, True))
-    out.copy_(o.transpose(1, 2).reshape(B * max_q, H, -1).index_select(0, rows))
+    # The pool: pair p's copy of every page after pair p - 1's, (1, 2, pairs x pages x page size, d).
+    kc, vc = (_fold(x.reshape(n_pages * ps, Hk, x.shape[3]), pairs, 1).transpose(0, 1)
+              .reshape(2, pairs * n_pages * ps, x.shape[3]).unsqueeze(0) for x in (k, v))
+    o, row_lse = _call(qb, kc, vc, score_mod, block_mask, args, _config(q, group, args, True), decoding)
+
+    def unbatch(x):  # (entries, 2 x group, max_q, ...) -> (real query rows, H, ...)
+        x = x.reshape(B, pairs, 2 * group, max_q, *x.shape[3:]).movedim(3, 1)  # (B, max_q, pairs, 2g, ...)
+        x = x.reshape(B * max_q, pairs * 2 * group, *x.shape[4:])[:, :H]
+        return x.index_select(0, rows)
+
+    out.copy_(unbatch(o))
     if lse is not None:
-        lse.copy_(row_lse.transpose(1, 2).reshape(B * max_q, H).index_select(0, rows))
+        lse.copy_(unbatch(row_lse))
 
 
 def attention_cpu(q, k, v, out, lse, args):
