@@ -9,17 +9,18 @@ once per process and reused with dynamic shapes, so that a campaign is not domin
 flex_compile_seconds() reports the time spent compiling.
 
 Each distinct static size is a graph of its own, an Inductor compilation of seconds on the GPU, so the layout keeps
-them few. Dynamo treats the head counts of q and k as static (flex_attention's GQA checks guard them), so a batch
-with the generator's head counts, one (1, H, rows, d) call each, made a graph per (H, Hk) pair: over 124 graphs in
-200 mixed cases, past Dynamo's limit. The adapter therefore folds the KV heads in pairs into flex_attention's batch
-dimension, which stays dynamic: q goes in as (pairs, 2 x group, rows, d) and K/V as (pairs, 2, rows, d), so only the
-group size is static, and the kernel still maps query heads to two KV heads per batch entry (a head-mapping bug is
-not hidden). Heads are padded with zeros to at least two pairs, since Dynamo also specializes every size that is 0
-or 1; likewise the per-document tensors get a spare entry and K/V zero rows past two key blocks. Queries are not
-padded: one query row and one query block select FlexAttention's decoding kernel and its variants, which are under
-test. Per configuration (group size, softcap, paged or not) that leaves three query shapes (tools/flex_graphs.py).
-FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental `backed_size_oblivious`, which drops the query guards too;
-it is off by default.
+them few. Dynamo treats the head counts of q and k as static (flex_attention's GQA checks guard them), so one
+(1, H, rows, d) call per case made a graph per (H, Hk) pair: 124 graphs in 200 cases with the generator's heads.
+The adapter therefore folds the KV heads in pairs into flex_attention's batch dimension, which stays dynamic: q goes
+in as (pairs, 2 x group, rows, d) and K/V as (pairs, 2, rows, d), so only the group size is static, and the kernel
+still maps query heads onto two KV heads in each batch entry (a head-mapping bug is not hidden). Heads are padded
+with zeros to at least two pairs, since Dynamo also specializes every size that is 0 or 1; likewise the per-document
+tensors get a spare entry and K/V zero rows past two key blocks. Queries are not padded: one query row and one query
+block select FlexAttention's decoding kernel and its variants, which are under test. The decoding kernel also needs a
+static batch (_decoding()), which its calls get at one size. That leaves, per group size and softcap, three query
+shapes for each of the unpaged and paged paths (tools/flex_graphs.py: 34 graphs in 300 unpaged cases, 70 with a
+third paged). FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental `backed_size_oblivious`, which drops the
+query guards too; it is off by default.
 """
 import os
 import time
@@ -41,7 +42,11 @@ CONTRACT = {
     "finite_unused_slots": "known defect: NaN in key slots the mask excludes (past seqused_k, slack) reaches the "
                            "output, 0 x NaN in P.V (fixtures/found/flex-attention-nan-in-masked-keys.json)",
     "notes": ["zero-length sequences excluded: a batch without keys makes an empty (1, H, 0, d) call",
-              "varlen: one (1, H, total, d) call with a document mask_mod over cu_seqlens",
+              "varlen: one call over all packed rows with a document mask_mod over cu_seqlens",
+              "layout: KV heads folded in pairs into flex's batch, (pairs, 2 x group, rows, d); calls of fewer "
+              "than 128 query rows with a power-of-two group get a static batch, so the decoding kernel runs",
+              "known defect: the decoding kernel fails to compile when query rows x group > 128 "
+              "(fixtures/found/flex-attention-gqa-dynamic-no-valid-choices.json)",
               "causal and windows: mask_mod on positions within the document (bottom-right unless top-left)",
               "softcap: score_mod tanh; GQA: enable_gqa=True",
               "paged K/V: torch's PagedAttention helper (experimental), queries batched, pages of 128 x n keys"],
