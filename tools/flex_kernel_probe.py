@@ -5,23 +5,26 @@ Inductor picks flex_attention's decoding kernel only for fewer than 128 query ro
 static batch and head count (torch/_inductor/kernel/flex/flex_decoding.py); the adapter
 (kernels/python/flashcheck_kernels/flex_attention.py) folds KV heads into the batch and marks it static for those
 calls. This compiles one call of each kind through the adapter and prints the Triton templates in the generated
-code, so that a run shows the decoding kernel is the one under test where it should be. Needs CUDA.
+code, so that a run shows the decoding kernel is the one under test where it should be, and the time of the first call
+(compilation included; Inductor's on-disk cache makes it a load in a later process) beside that of the same call
+again, which is the compile time a campaign pays per graph and process. Needs CUDA.
 """
 import os
 import re
 import sys
+import time
 import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
 
 
-def case(lens, heads, kv_heads, paged=False, softcap=0.0, d=128):
+def case(lens, heads, kv_heads, paged=False, softcap=0.0, d=128, dev="cuda"):
     import torch
     cu_q, cu_k = [0], [0]
     for lq, lk in lens:
         cu_q.append(cu_q[-1] + lq)
         cu_k.append(cu_k[-1] + lk)
-    dev, dt = "cuda", torch.bfloat16
+    dt = torch.bfloat16 if dev == "cuda" else torch.float32
     q = torch.randn(cu_q[-1], heads, d, device=dev, dtype=dt)
     table, ps = None, 128
     if paged:
@@ -44,21 +47,35 @@ def case(lens, heads, kv_heads, paged=False, softcap=0.0, d=128):
 
 
 def main():
+    # --device cpu: a dry run of this script (the adapter then runs Dynamo's eager backend: no code, no kernels)
+    dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda"
     from torch._inductor.utils import run_and_get_code
     from flashcheck_kernels import flex_attention as adapter
     probes = [
-        ("one query row, 4:1 groups", case([(1, 300)], 8, 2)),
-        ("40 query rows in 2 sequences, 2:1", case([(10, 200), (30, 90)], 4, 2)),
-        ("300 query rows, 4:1 (main kernel)", case([(300, 400)], 8, 2)),
-        ("40 query rows, 3:1 (not a power of two: main kernel)", case([(40, 100)], 6, 2)),
-        ("paged, one query row per sequence, 8:1", case([(1, 300), (1, 200)], 8, 1, paged=True)),
+        ("one query row, 4:1 groups", case([(1, 300)], 8, 2, dev=dev)),
+        ("40 query rows in 2 sequences, 2:1", case([(10, 200), (30, 90)], 4, 2, dev=dev)),
+        ("300 query rows, 4:1 (main kernel)", case([(300, 400)], 8, 2, dev=dev)),
+        ("40 query rows, 3:1 (not a power of two: main kernel)", case([(40, 100)], 6, 2, dev=dev)),
+        ("paged, one query row per sequence, 8:1", case([(1, 300), (1, 200)], 8, 1, paged=True, dev=dev)),
     ]
+    import torch
     for name, (q, k, v, out, lse, args) in probes:
+        start = time.perf_counter()
         _, code = run_and_get_code(adapter.attention, q, k, v, out, lse, args)
+        if q.is_cuda:
+            torch.cuda.synchronize()
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        adapter.attention(q, k, v, out, lse, args)  # the same call again: the compiled graph, no compilation
+        if q.is_cuda:
+            torch.cuda.synchronize()
+        again = time.perf_counter() - start
         text = "\n".join(code)
         kind = "decoding" if "SPLIT_KV" in text else "flex_attention" if text else "?"  # SPLIT_KV: decoding only
-        kernels = sorted(set(re.findall(r"def (triton_\w+)\(", text)))
-        print(f"{name}: {kind} ({', '.join(kernels) or 'no code generated: a cache hit'})", flush=True)
+        kernels = ", ".join(sorted(set(re.findall(r"def (triton_\w+)\(", text))))
+        kernels = kernels or "no code generated: a cache hit, or the eager backend of --device cpu"
+        print(f"{name}: {kind} ({kernels}); first call {first:.1f} s (compilation included), "
+              f"again {again * 1e3:.1f} ms", flush=True)
 
 
 if __name__ == "__main__":
