@@ -14,12 +14,12 @@
 #   GPU_BENCH_IN_FLIGHT="..."  the --in-flight counts the bench stage measures besides 1 (default "2 4 8")
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
 #   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and py-campaign (Python kernels
-#   at volume, FlexAttention and FlashAttention-4: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
+#   at volume, FlexAttention, FlashAttention-4 and FlashInfer: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
 #   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks, GPU_PY_SEED
 #   seeds the campaigns: the same seed and output folder resume one).
 #   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH); a wheel too large for one
-#                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here; tools/wheels/fa4.sh
-#                              downloads and splits FlashAttention-4's
+#                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here, or as NAME.whl.tar.xz
+#                              (tools/wheels/xz_wheel.py); tools/wheels/fa4.sh and flashinfer.sh download them
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
@@ -67,13 +67,16 @@ exe() {
 }
 status=0
 
-# Python packages that travel as wheels (an offline node: FlashAttention-4 and its CuTe DSL). A wheel too large for one
-# transfer comes as NAME.whl.part-00, -01, ... (split -d -b), joined here. Installed once into build/site, which is put
+# Python packages that travel as wheels (an offline node: FlashAttention-4 and its CuTe DSL, FlashInfer). A wheel too
+# large for one transfer comes as NAME.whl.part-00, -01, ... (split -d -b), joined here, or as NAME.whl.tar.xz. Installed once into build/site, which is put
 # first on PYTHONPATH for every stage and worker.
 if [ -n "${FLASHCHECK_WHEEL_DIR:-}" ]; then
   site="$root/build/site"
   for p in "$FLASHCHECK_WHEEL_DIR"/*.whl.part-00; do
     [ -e "$p" ] && cat "${p%.part-00}".part-* > "${p%.part-00}"
+  done
+  for x in "$FLASHCHECK_WHEEL_DIR"/*.whl.tar.xz; do  # a wheel of sources in one xz stream (tools/wheels/xz_wheel.py)
+    [ -e "$x" ] && [ ! -e "${x%.tar.xz}" ] && python3 tools/wheels/xz_wheel.py unpack "$x" "${x%.tar.xz}"
   done
   if [ -e "$site/.installed" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
        --target "$site" "$FLASHCHECK_WHEEL_DIR"/*.whl > "$out/wheels.log" 2>&1; then
@@ -230,6 +233,7 @@ if has reach; then
     row "reach: example CUDA plugin" "not built (see reach-plugin.log)"
   fi
   python3 -c 'import flash_attn.cute' > "$out/reach-fa4.log" 2>&1 && reach+=(py:flashcheck_kernels.flash_attn_4:attention)
+  python3 -c 'import flashinfer' > "$out/reach-flashinfer.log" 2>&1 && reach+=(py:flashcheck_kernels.flashinfer:attention)
   for k in "${reach[@]}"; do
     slug=$(printf '%s' "$k" | tr -c 'A-Za-z0-9_-' '_')
     fc "${plugin_args[@]}" list --kernel "$k" > "$out/reach-$slug-contract.txt" 2>&1 || { row "reach $k" "not listed: $(tail -1 "$out/reach-$slug-contract.txt")"; status=1; continue; }
@@ -314,8 +318,8 @@ if has false-alarms; then
 fi
 
 if has py-campaign; then
-  # Kernels from outside through the Python bridge at volume (issue 11): FlexAttention, and FlashAttention-4 where
-  # its wheels are importable (FLASHCHECK_WHEEL_DIR). Compilation bounds their rate, so a run is narrowed to one
+  # Kernels from outside through the Python bridge at volume (issue 11): FlexAttention, and FlashAttention-4 and
+  # FlashInfer where their wheels are importable (FLASHCHECK_WHEEL_DIR). Compilation bounds their rate, so a run is narrowed to one
   # configuration a model uses (GPU_PY_DTYPE, GPU_PY_HEAD_DIM), and a warm-up compiles it into the on-disk caches
   # (Inductor's and Triton's; the CuTe DSL cache) so that the campaign's workers load kernels instead of compiling
   # them. Then a campaign over every property and one of conformance at realistic sizes, GPU_PY_WORKERS workers
@@ -325,6 +329,7 @@ if has py-campaign; then
   else
     py_kernels=(py:flashcheck_kernels.flex_attention:attention)
     python3 -c 'import flash_attn.cute' > "$out/py-fa4-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flash_attn_4:attention)
+    python3 -c 'import flashinfer' > "$out/py-flashinfer-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flashinfer:attention)
   fi
   narrow=(--dtype "${GPU_PY_DTYPE:-bf16}" --head-dim "${GPU_PY_HEAD_DIM:-128}")
   py_seed=${GPU_PY_SEED:-2041}  # a new seed per session, so that campaigns add cases instead of repeating them

@@ -2,7 +2,8 @@
 # ci/plugins.sh — kernels from outside flashcheck, end to end as a user runs them (docs/PLUGINS.md,
 # docs/PYTHON_KERNELS.md): install flashcheck into a prefix, build the example CPU plugin out of tree
 # against it with find_package(flashcheck), fuzz it through every applicable property, and prove that its
-# deliberately broken build is caught; then the same for a Python kernel and its broken twin. Expects
+# deliberately broken build is caught; then the same for a Python kernel and its broken twin, the FlexAttention
+# adapter on the CPU, and the xz transport of large wheels to an offline GPU node. Expects
 # build/cpu (ci/build.sh cpu). Exit 0 only if the good kernels pass and the broken ones fail.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +54,10 @@ expect flex-adapter-on-cpu 0 'attention_cpu / conformance: 40 cases' -- \
 expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 40 cases' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property paged-contiguous --cases 40 --seed 11 \
   --out "$work/found-flex-cpu-paged"
+# The transport of a large wheel of sources to an offline GPU node (FlashInfer's, tools/wheels/xz_wheel.py): packed
+# into one xz stream and back, it installs and imports unchanged, and a truncated archive is refused.
+python=$(cat build/python-for-torch 2>/dev/null || echo build/venv/bin/python)
+expect wheel-xz-round-trip 0 '^round trip ok$' -- "$python" tools/wheels/xz_wheel_test.py
 
 echo "plugins: $passed passed, $failed failed"
 [ "$failed" = 0 ]
