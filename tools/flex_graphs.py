@@ -15,6 +15,40 @@ import types
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
 
 
+PAGE_SIZE = 128  # the adapter's paged path takes pages of 128 x n keys
+
+
+def adapter_call(lens, heads, kv_heads, d, *, window=(-1, -1), softcap=0.0, used=None, pool=None, dtype, dev):
+    """The arguments the Python bridge gives the FlexAttention adapter, (q, k, v, out, lse, args), for sequences of
+    (q_len, k_len) with random data: packed K/V, or paged K/V when `pool` lists the physical page of each logical
+    page, sequence after sequence (pages of PAGE_SIZE). Shared with tools/flex_kernel_probe.py."""
+    import torch
+    cu_q, cu_k = [0], [0]
+    for lq, lk in lens:
+        cu_q.append(cu_q[-1] + lq)
+        cu_k.append(cu_k[-1] + lk)
+    q = torch.randn(cu_q[-1], heads, d, dtype=dtype, device=dev)
+    table = None
+    if pool is None:
+        k = torch.randn(cu_k[-1], kv_heads, d, dtype=dtype, device=dev)
+    else:
+        blocks = [(lk + PAGE_SIZE - 1) // PAGE_SIZE for _, lk in lens]
+        table = torch.full((len(lens), max(blocks)), -1, dtype=torch.int32)
+        start = 0
+        for b, nb in enumerate(blocks):
+            table[b, :nb] = torch.tensor(pool[start:start + nb], dtype=torch.int32)
+            start += nb
+        k = torch.randn(len(pool), PAGE_SIZE, kv_heads, d, dtype=dtype, device=dev)
+    v = torch.randn_like(k)
+    args = types.SimpleNamespace(
+        cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32), cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32),
+        seqused_k=None if used is None else torch.tensor(used, dtype=torch.int32), batch=len(lens),
+        softmax_scale=d ** -0.5, softcap=softcap, top_left=False, window_left=window[0], window_right=window[1],
+        block_table=table, page_size=PAGE_SIZE)
+    out = torch.empty(cu_q[-1], heads, d, dtype=dtype, device=dev)
+    return q, k, v, out, torch.empty(cu_q[-1], heads, dtype=torch.float32, device=dev), args
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=200)
@@ -52,31 +86,13 @@ def main():
         softcap = rng.choice([0.0, 0.0, 5.0])
         used = [max(1, lk - rng.randint(0, 3)) for _, lk in lens] if rng.random() < 0.3 else None
         paged = a.paged and rng.random() < 1 / 3
-        cu_q, cu_k = [0], [0]
-        for lq, lk in lens:
-            cu_q.append(cu_q[-1] + lq)
-            cu_k.append(cu_k[-1] + lk)
-        q = torch.randn(cu_q[-1], heads, 64)
-        page_size, table = 128, None
+        pool = None
         if paged:  # each sequence's pages in a shuffled pool, as the case's block table lays them out
-            blocks = [(lk + page_size - 1) // page_size for _, lk in lens]
-            order = list(range(sum(blocks)))
-            rng.shuffle(order)
-            table = torch.full((len(lens), max(blocks)), -1, dtype=torch.int32)
-            start = 0
-            for b, nb in enumerate(blocks):
-                table[b, :nb] = torch.tensor(order[start:start + nb], dtype=torch.int32)
-                start += nb
-            k = torch.randn(sum(blocks), page_size, kv_heads, 64)
-        else:
-            k = torch.randn(cu_k[-1], kv_heads, 64)
-        v = torch.randn_like(k)
-        args = types.SimpleNamespace(
-            cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32), cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32),
-            seqused_k=None if used is None else torch.tensor(used, dtype=torch.int32), batch=len(lens),
-            softmax_scale=0.125, softcap=softcap, top_left=False, window_left=window[0], window_right=window[1],
-            block_table=table, page_size=page_size)
-        adapter.attention(q, k, v, torch.empty(cu_q[-1], heads, 64), torch.empty(cu_q[-1], heads), args)
+            pool = list(range(sum((lk + PAGE_SIZE - 1) // PAGE_SIZE for _, lk in lens)))
+            rng.shuffle(pool)
+        call = adapter_call(lens, heads, kv_heads, 64, window=window, softcap=softcap, used=used, pool=pool,
+                            dtype=torch.float32, dev="cpu")
+        adapter.attention(*call)
         if n in (10, 50, 100) or n == a.cases:
             print(f"after {n} cases: {len(graphs)} graphs", flush=True)
 

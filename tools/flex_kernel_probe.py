@@ -13,37 +13,24 @@ import os
 import re
 import sys
 import time
-import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/flex_graphs.py
 
 
-def case(lens, heads, kv_heads, paged=False, softcap=0.0, d=128, dev="cuda"):
+def case(lens, heads, kv_heads, paged=False, dev="cuda"):
+    """One call of the adapter: head dim 128, causal, pages (if paged) in reverse order within each sequence."""
     import torch
-    cu_q, cu_k = [0], [0]
-    for lq, lk in lens:
-        cu_q.append(cu_q[-1] + lq)
-        cu_k.append(cu_k[-1] + lk)
-    dt = torch.bfloat16 if dev == "cuda" else torch.float32
-    q = torch.randn(cu_q[-1], heads, d, device=dev, dtype=dt)
-    table, ps = None, 128
+    from flex_graphs import PAGE_SIZE, adapter_call
+    pool = None
     if paged:
-        blocks = [(lk + ps - 1) // ps for _, lk in lens]
-        table = torch.full((len(lens), max(blocks)), -1, dtype=torch.int32)
-        start = 0
-        for b, nb in enumerate(blocks):
-            table[b, :nb] = torch.arange(start, start + nb, dtype=torch.int32).flip(0)
-            start += nb
-        k = torch.randn(sum(blocks), ps, kv_heads, d, device=dev, dtype=dt)
-    else:
-        k = torch.randn(cu_k[-1], kv_heads, d, device=dev, dtype=dt)
-    v = torch.randn_like(k)
-    args = types.SimpleNamespace(
-        cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32), cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32),
-        seqused_k=None, batch=len(lens), softmax_scale=d ** -0.5, softcap=softcap, top_left=False,
-        window_left=-1, window_right=0, block_table=table, page_size=ps)
-    out = torch.empty(cu_q[-1], heads, d, device=dev, dtype=dt)
-    return q, k, v, out, torch.empty(cu_q[-1], heads, device=dev, dtype=torch.float32), args
+        pool, start = [], 0
+        for _, lk in lens:
+            n = (lk + PAGE_SIZE - 1) // PAGE_SIZE
+            pool += list(range(start + n - 1, start - 1, -1))
+            start += n
+    return adapter_call(lens, heads, kv_heads, 128, window=(-1, 0), pool=pool,
+                        dtype=torch.bfloat16 if dev == "cuda" else torch.float32, dev=dev)
 
 
 def main():
