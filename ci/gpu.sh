@@ -17,7 +17,8 @@
 #   at volume, FlexAttention, FlashAttention-4 and FlashInfer: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
 #   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks, GPU_PY_SEED
 #   seeds the campaigns: the same seed and output folder resume one).
-#   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH); a wheel too large for one
+#   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH), and flashinfer-aot*.tar.xz
+#                              (FlashInfer modules compiled off the node, tools/wheels/flashinfer_aot.py); a wheel too large for one
 #                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here, or as NAME.whl.tar.xz
 #                              (tools/wheels/xz_wheel.py); tools/wheels/fa4.sh and flashinfer.sh download them
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
@@ -85,6 +86,11 @@ if [ -n "${FLASHCHECK_WHEEL_DIR:-}" ]; then
   else
     row "wheels (build/site)" "FAILED: $(tail -1 "$out/wheels.log")"; status=1
   fi
+  # FlashInfer modules compiled off the node (tools/wheels/flashinfer_aot.py): where FlashInfer looks before compiling.
+  for x in "$FLASHCHECK_WHEEL_DIR"/flashinfer-aot*.tar.xz; do
+    [ -e "$x" ] && [ -d "$site/flashinfer" ] && mkdir -p "$site/flashinfer/data/aot" && tar xJf "$x" -C "$site/flashinfer/data/aot" &&
+      row "flashinfer modules (AOT)" "$(tar tJf "$x" | grep -c '\.so$') from $(basename "$x")"
+  done
   # --target installs leave the packages' .pth files unprocessed (only site directories run them; the CuTe DSL's
   # puts its dsl_packages folder on sys.path): the paths they add, $site first, go on PYTHONPATH as well.
   paths=$(python3 -c 'import site, sys; before = set(sys.path); site.addsitedir(sys.argv[1])

@@ -3,7 +3,7 @@
 # docs/PYTHON_KERNELS.md): install flashcheck into a prefix, build the example CPU plugin out of tree
 # against it with find_package(flashcheck), fuzz it through every applicable property, and prove that its
 # deliberately broken build is caught; then the same for a Python kernel and its broken twin, the FlexAttention
-# adapter on the CPU, and the xz transport of large wheels to an offline GPU node. Expects
+# adapter on the CPU, the FlashInfer adapter's arguments, and the xz transport of large wheels to an offline GPU node. Expects
 # build/cpu (ci/build.sh cpu). Exit 0 only if the good kernels pass and the broken ones fail.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +58,9 @@ expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 40 cases' 
 # into one xz stream and back, it installs and imports unchanged, and a truncated archive is refused.
 python=$(cat build/python-for-torch 2>/dev/null || echo build/venv/bin/python)
 expect wheel-xz-round-trip 0 '^round trip ok$' -- "$python" tools/wheels/xz_wheel_test.py
+# The FlashInfer adapter's plan()/run() arguments with a recording stand-in for flashinfer: masked and unmasked
+# batches on separate wrappers (FlashInfer 0.7.4's ragged wrapper keeps an old mask), masks, indptrs, pages.
+expect flashinfer-adapter-arguments 0 '^flashinfer adapter ok$' -- "$python" kernels/python/flashcheck_kernels/flashinfer_test.py
 
 echo "plugins: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -45,6 +45,9 @@ def main():
         ("40 query rows, 3:1 (not a power of two: main kernel)", case([(40, 100)], 6, 2, dev=dev)),
         ("paged, one query row per sequence, 8:1", case([(1, 300), (1, 200)], 8, 1, paged=True, dev=dev)),
     ]
+    if dev == "cuda":  # the campaign's realistic sizes: what a compiled call costs there (the "again" time)
+        probes += [("realistic: 4 sequences of 2048, 32 heads, 8:1", case([(2048, 2048)] * 4, 32, 4, dev=dev)),
+                   ("realistic: 4096 rows, 32 heads, 4:1", case([(4096, 4096)], 32, 8, dev=dev))]
     import torch
     for name, (q, k, v, out, lse, args) in probes:
         start = time.perf_counter()

@@ -1,9 +1,10 @@
 """FlashInfer (`flashinfer-python` on PyPI: CUDA kernels compiled on first use) under flashcheck.
 
-Not yet run on a GPU: written on 2026-12-02 from FlashInfer 0.7.4's Python API (flashinfer/prefill.py), after that
-session's device time was spent; its wheels travel with tools/wheels/flashinfer.sh (docs/RESULTS.md). Until a GPU
-run confirms them, the contract's conventions below (rows without keys written as zeros, deterministic) are what
-FlashInfer documents or what flash-attn does, not measurements.
+First run on the H200 on 2026-12-02 (FlashInfer 0.7.4, bf16, head dim 128, its modules built off the node by
+tools/wheels/flashinfer_aot.py): docs/RESULTS.md. That run found that the ragged wrapper keeps the custom mask of an
+earlier plan() (fixtures/found/flashinfer-ragged-wrapper-stale-custom-mask.json), so `attention` plans masked and
+unmasked batches on wrappers of their own; `attention_one_wrapper` keeps one wrapper per layout, as an application
+that re-plans a single wrapper does, and shows the fault.
 
 The batch prefill wrappers take a packed batch as it is: BatchPrefillWithRaggedKVCacheWrapper for packed K/V
 (kv_indptr from cu_seqlens_k) and BatchPrefillWithPagedKVCacheWrapper for paged K/V, whose NHD page pool is the
@@ -30,22 +31,24 @@ CONTRACT = {
     "notes": ["causal bottom-right: causal=True; a causal left window: window_left (FlashInfer's sliding window)",
               "top-left causal and other windows: a custom mask of each sequence's visible keys (the FA2 backend)",
               "seqused_k: packed K/V gathered to the used keys (translated); paged K/V: last page lengths (native)",
-              "not yet run on a GPU (written 2026-12-02 from FlashInfer 0.7.4's API)"],
+              "masked and unmasked batches are planned on separate wrappers: FlashInfer 0.7.4's ragged wrapper keeps "
+              "an earlier plan's custom mask (attention_one_wrapper shows it)"],
 }
 
 _WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace
 _wrappers = {}
 
 
-def _wrapper(kind, device):
-    """One wrapper of each kind per process, re-planned for every case (plan() is FlashInfer's per-batch step)."""
-    if kind not in _wrappers:
+def _wrapper(key, device):
+    """One wrapper per key and process, re-planned for every case (plan() is FlashInfer's per-batch step).
+    key[0] is the layout, "paged" or "ragged"."""
+    if key not in _wrappers:
         import flashinfer
         workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-        cls = (flashinfer.BatchPrefillWithPagedKVCacheWrapper if kind == "paged"
+        cls = (flashinfer.BatchPrefillWithPagedKVCacheWrapper if key[0] == "paged"
                else flashinfer.BatchPrefillWithRaggedKVCacheWrapper)
-        _wrappers[kind] = cls(workspace, "NHD")
-    return _wrappers[kind]
+        _wrappers[key] = cls(workspace, "NHD")
+    return _wrappers[key]
 
 
 def _masking(args, lens_q, lens_k, device):
@@ -66,6 +69,18 @@ def _indptr(lens, device):
 
 
 def attention(q, k, v, out, lse, args):
+    """Masked and unmasked batches on wrappers of their own: FlashInfer 0.7.4's ragged plan() sets
+    _custom_mask_buf when given a mask and never clears it (the paged plan() does), so a wrapper that once planned
+    a mask keeps applying it, stale, to every later batch."""
+    _attend(q, k, v, out, lse, args, by_mask=True)
+
+
+def attention_one_wrapper(q, k, v, out, lse, args):
+    """One wrapper per layout, re-planned for every batch as an application keeps it: the stale mask shows."""
+    _attend(q, k, v, out, lse, args, by_mask=False)
+
+
+def _attend(q, k, v, out, lse, args, by_mask):
     device = q.device
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
     B = args.batch
@@ -85,7 +100,7 @@ def attention(q, k, v, out, lse, args):
         table = args.block_table.to(device="cpu", dtype=torch.int32)
         indices = torch.cat([table[b, :pages[b]] for b in range(B)]).to(device)
         last = torch.tensor([n - (p - 1) * ps for n, p in zip(used, pages)], dtype=torch.int32, device=device)
-        w = _wrapper("paged", device)
+        w = _wrapper(("paged", mask is not None) if by_mask else ("paged",), device)
         w.plan(qo_indptr, _indptr(pages, device), indices, last, H, Hk, d, ps, **common)
         o, row_lse = w.run(q[:cu_q[-1] - cu_q[0]], (k, v), return_lse=True, lse_base="ln")
     else:
@@ -95,7 +110,7 @@ def attention(q, k, v, out, lse, args):
         else:
             k, v = k[cu_k[0]:cu_k[-1]], v[cu_k[0]:cu_k[-1]]
             kv_lens = [cu_k[b + 1] - cu_k[b] for b in range(B)]
-        w = _wrapper("ragged", device)
+        w = _wrapper(("ragged", mask is not None) if by_mask else ("ragged",), device)
         w.plan(qo_indptr, _indptr(kv_lens, device), H, Hk, d, **common)
         o, row_lse = w.run(q[:cu_q[-1] - cu_q[0]], k, v, return_lse=True, lse_base="ln")
     rows = slice(cu_q[0], cu_q[-1])
