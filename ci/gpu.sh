@@ -67,6 +67,13 @@ exe() {
   else find "$bin" -type f -name "$1" -perm -u+x 2>/dev/null | sort | head -1; fi
 }
 status=0
+# The Python kernels from outside whose packages import here (wheels from FLASHCHECK_WHEEL_DIR), one per line; each
+# import's output goes to $out/$1-NAME-import.log.
+importable_py_kernels() {
+  python3 -c 'import flash_attn.cute' > "$out/$1-fa4-import.log" 2>&1 && echo py:flashcheck_kernels.flash_attn_4:attention
+  python3 -c 'import flashinfer' > "$out/$1-flashinfer-import.log" 2>&1 && echo py:flashcheck_kernels.flashinfer:attention
+  return 0
+}
 
 # Python packages that travel as wheels (an offline node: FlashAttention-4 and its CuTe DSL, FlashInfer). A wheel too
 # large for one transfer comes as NAME.whl.part-00, -01, ... (split -d -b), joined here, or as NAME.whl.tar.xz. Installed once into build/site, which is put
@@ -238,8 +245,7 @@ if has reach; then
   else
     row "reach: example CUDA plugin" "not built (see reach-plugin.log)"
   fi
-  python3 -c 'import flash_attn.cute' > "$out/reach-fa4.log" 2>&1 && reach+=(py:flashcheck_kernels.flash_attn_4:attention)
-  python3 -c 'import flashinfer' > "$out/reach-flashinfer.log" 2>&1 && reach+=(py:flashcheck_kernels.flashinfer:attention)
+  mapfile -t -O "${#reach[@]}" reach < <(importable_py_kernels reach)
   for k in "${reach[@]}"; do
     slug=$(printf '%s' "$k" | tr -c 'A-Za-z0-9_-' '_')
     fc "${plugin_args[@]}" list --kernel "$k" > "$out/reach-$slug-contract.txt" 2>&1 || { row "reach $k" "not listed: $(tail -1 "$out/reach-$slug-contract.txt")"; status=1; continue; }
@@ -334,8 +340,7 @@ if has py-campaign; then
   if [ -n "${GPU_PY_KERNELS:-}" ]; then read -r -a py_kernels <<< "$GPU_PY_KERNELS"
   else
     py_kernels=(py:flashcheck_kernels.flex_attention:attention)
-    python3 -c 'import flash_attn.cute' > "$out/py-fa4-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flash_attn_4:attention)
-    python3 -c 'import flashinfer' > "$out/py-flashinfer-import.log" 2>&1 && py_kernels+=(py:flashcheck_kernels.flashinfer:attention)
+    mapfile -t -O 1 py_kernels < <(importable_py_kernels py)
   fi
   narrow=(--dtype "${GPU_PY_DTYPE:-bf16}" --head-dim "${GPU_PY_HEAD_DIM:-128}")
   py_seed=${GPU_PY_SEED:-2041}  # a new seed per session, so that campaigns add cases instead of repeating them

@@ -19,6 +19,7 @@ def main():
     import torch
     from flex_graphs import PAGE_SIZE, adapter_call
     from flashcheck_kernels import flashinfer as adapter
+    from flashcheck_kernels.masks import sequence_lengths
 
     def call(lens, heads, kv_heads, **kw):
         return adapter_call(lens, heads, kv_heads, 128, dtype=torch.bfloat16, dev="cuda", **kw)
@@ -46,10 +47,7 @@ def main():
         except Exception as e:  # one probe's failure is its line of the report, not the end of the others
             print(f"{name}: {type(e).__name__}: {str(e).splitlines()[-1] if str(e) else ''}", flush=True)
             continue
-        cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
-        lens_q = [b - a for a, b in zip(cu_q, cu_q[1:])]
-        lens_k = args.seqused_k.tolist() if args.seqused_k is not None else [b - a for a, b in zip(cu_k, cu_k[1:])]
-        masked = adapter._masking(args, lens_q, lens_k, "cpu")[2] is not None  # which of the layout's wrappers ran
+        masked = adapter._masking(args, *sequence_lengths(args), "cpu")[2] is not None  # which of the layout's wrappers ran
         backend = getattr(adapter._wrappers.get((kind, masked)), "_backend", "?")
         finite = bool(torch.isfinite(out).all())
         print(f"{name}: backend {backend}; first call {times[0]:.2f} s, again {times[1] * 1e3:.1f} ms; "

@@ -20,7 +20,7 @@ import torch
 
 from flashcheck_kernels import flashinfer as adapter
 from flashcheck_kernels import reference
-from flashcheck_kernels.masks import visible
+from flashcheck_kernels.masks import sequence_lengths, visible
 
 CONTRACT = dict(adapter.CONTRACT, device="cpu", summary="CPU model of FlashInfer 0.7.4's ragged wrapper with a stale mask")
 _stale = {}  # the ragged wrapper's mask: "bits" (bool, packed per request to whole bytes) and "byte_indptr"
@@ -46,21 +46,6 @@ def _stale_visible(b, lq, lk):
     return padded[start:need].view(lq, lk)
 
 
-def _attend_masked(q, k, v, out, lse, rows_q, rows_k, allowed, args):
-    """Softmax attention of one request with an arbitrary mask; rows without keys: zeros and -inf (FlashInfer's)."""
-    group = q.shape[1] // k.shape[1]
-    kb, vb = (x[rows_k].float().repeat_interleave(group, dim=1) for x in (k, v))
-    s = torch.einsum("qhd,khd->hqk", q[rows_q].float(), kb) * args.softmax_scale
-    if args.softcap > 0:
-        s = args.softcap * torch.tanh(s / args.softcap)
-    s = s.masked_fill(~allowed, float("-inf"))
-    row_lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - row_lse.unsqueeze(-1)).nan_to_num(0.0)
-    out[rows_q] = torch.einsum("hqk,khd->qhd", p, vb).to(out.dtype)
-    if lse is not None:
-        lse[rows_q] = row_lse.transpose(0, 1)
-
-
 def _unpaged(k, v, args, lens_k):
     """Packed K/V and arguments for a paged case (the paged wrapper clears its mask: the truth applies)."""
     ps, table = args.page_size, args.block_table.tolist()
@@ -76,8 +61,7 @@ def _unpaged(k, v, args, lens_k):
 
 def attention(q, k, v, out, lse, args):
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
-    lens_q = [b - a for a, b in zip(cu_q, cu_q[1:])]
-    lens_k = args.seqused_k.tolist() if args.seqused_k is not None else [b - a for a, b in zip(cu_k, cu_k[1:])]
+    lens_q, lens_k = sequence_lengths(args)
     causal, window_left, mask = adapter._masking(args, lens_q, lens_k, "cpu")
     if args.block_table is not None:
         k, v, args = _unpaged(k, v, args, lens_k)
@@ -88,7 +72,6 @@ def attention(q, k, v, out, lse, args):
             allowed = _stale_visible(b, lq, lk)
             if window_left >= 0:  # the sliding-window module still applies its window
                 allowed = allowed & visible(lq, lk, window_left, -1, False, "cpu")
-            _attend_masked(q, k, v, out, lse, slice(cu_q[b], cu_q[b] + lq), slice(cu_k[b], cu_k[b] + lk), allowed,
-                           args)
+            reference.attend_masked(q, k, v, out, lse, cu_q[b], cu_k[b], allowed, args)
         return
     reference.attention(q, k, v, out, lse, args)

@@ -16,7 +16,7 @@ gathering the used keys (the ragged layout has no per-sequence used length; page
 """
 import torch
 
-from .masks import visible
+from .masks import sequence_lengths, visible
 
 CONTRACT = {
     "summary": "FlashInfer batch prefill (ragged and paged KV wrappers, backend auto: FA3 on sm90, FA2 with a mask)",
@@ -84,8 +84,7 @@ def _attend(q, k, v, out, lse, args, by_mask):
     device = q.device
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
     B = args.batch
-    lens_q = [cu_q[b + 1] - cu_q[b] for b in range(B)]
-    used = args.seqused_k.tolist() if args.seqused_k is not None else [cu_k[b + 1] - cu_k[b] for b in range(B)]
+    lens_q, used = sequence_lengths(args)
     causal, window_left, mask = _masking(args, lens_q, used, device)
     H, Hk, d, dv = q.shape[1], k.shape[-2], q.shape[-1], v.shape[-1]
     common = dict(custom_mask=mask, causal=causal, window_left=window_left, sm_scale=args.softmax_scale,

@@ -27,6 +27,8 @@ import time
 
 import torch
 
+from .masks import sequence_lengths
+
 CONTRACT = {
     "summary": "torch.nn.attention.flex_attention (torch.compile, dynamic shapes), document masking for varlen",
     "device": "cuda",
@@ -227,10 +229,7 @@ def _paged(q, k, v, out, lse, args):
     device = q.device
     B, ps, H, d = args.batch, args.page_size, q.shape[1], q.shape[2]
     n_pages, Hk = k.shape[0], k.shape[2]
-    cu_q = args.cu_seqlens_q.tolist()
-    lens_q = [cu_q[b + 1] - cu_q[b] for b in range(B)]
-    cu_k = args.cu_seqlens_k.tolist()
-    used = args.seqused_k.tolist() if args.seqused_k is not None else [cu_k[b + 1] - cu_k[b] for b in range(B)]
+    lens_q, used = sequence_lengths(args)
     table = args.block_table.to(device="cpu", dtype=torch.int64)  # (B, max_blocks), -1 past a sequence's pages
     max_q, max_blocks = max(lens_q), table.shape[1]
     group = H // Hk

@@ -7,6 +7,15 @@ diagonal, -1 meaning unbounded; causal attention arrives folded into the window 
 import torch
 
 
+def sequence_lengths(args):
+    """(query lengths, key lengths) of the case's sequences: from cu_seqlens, the keys capped by seqused_k where
+    the case has it."""
+    cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
+    lens_q = [b - a for a, b in zip(cu_q, cu_q[1:])]
+    lens_k = args.seqused_k.tolist() if args.seqused_k is not None else [b - a for a, b in zip(cu_k, cu_k[1:])]
+    return lens_q, lens_k
+
+
 def visible(lq, lk, window_left, window_right, top_left, device):
     """Boolean (lq, lk): True where query i may attend key j."""
     i = torch.arange(lq, device=device).unsqueeze(1)

@@ -4,7 +4,7 @@ caught), and the smallest complete example of the interface (docs/PYTHON_KERNELS
 """
 import torch
 
-from .masks import visible
+from .masks import sequence_lengths, visible
 
 CONTRACT = {
     "summary": "PyTorch float32 attention, one sequence at a time (the Python bridge's example)",
@@ -20,30 +20,32 @@ CONTRACT = {
 }
 
 
+def attend_masked(q, k, v, out, lse, q0, k0, ok, args):
+    """One sequence: queries from row q0, keys from row k0, attending where ok (lq, lk) is True; rows without keys
+    get 0 and an LSE of -inf."""
+    lq, lk = ok.shape
+    group = q.shape[1] // k.shape[1]
+    qs = q[q0:q0 + lq].float().transpose(0, 1)                                  # (H, lq, d)
+    ks = k[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)  # (H, lk, d)
+    vs = v[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)
+    s = torch.matmul(qs, ks.transpose(1, 2)) * args.softmax_scale
+    if args.softcap > 0:
+        s = args.softcap * torch.tanh(s / args.softcap)
+    s = s.masked_fill(~ok, float("-inf"))
+    row_lse = torch.logsumexp(s, dim=-1)                                         # (H, lq); -inf on empty rows
+    p = torch.exp(s - row_lse.unsqueeze(-1)).nan_to_num(0.0)                     # empty rows: all zero
+    out[q0:q0 + lq] = torch.matmul(p, vs).transpose(0, 1).to(out.dtype)
+    if lse is not None:
+        lse[q0:q0 + lq] = row_lse.transpose(0, 1)
+
+
 def _attend(q, k, v, out, lse, args, top_left):
     cu_q, cu_k = args.cu_seqlens_q.tolist(), args.cu_seqlens_k.tolist()
-    used = args.seqused_k.tolist() if args.seqused_k is not None else None
-    group = q.shape[1] // k.shape[1]
-    for b in range(args.batch):
-        q0, q1 = cu_q[b], cu_q[b + 1]
-        k0 = cu_k[b]
-        lk = used[b] if used is not None else cu_k[b + 1] - k0
-        lq = q1 - q0
+    for b, (lq, lk) in enumerate(zip(*sequence_lengths(args))):
         if lq == 0:
             continue
-        qs = q[q0:q1].float().transpose(0, 1)                                   # (H, lq, d)
-        ks = k[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)  # (H, lk, d)
-        vs = v[k0:k0 + lk].float().repeat_interleave(group, dim=1).transpose(0, 1)
-        s = torch.matmul(qs, ks.transpose(1, 2)) * args.softmax_scale
-        if args.softcap > 0:
-            s = args.softcap * torch.tanh(s / args.softcap)
         ok = visible(lq, lk, args.window_left, args.window_right, top_left, q.device)
-        s = s.masked_fill(~ok, float("-inf"))
-        row_lse = torch.logsumexp(s, dim=-1)                                     # (H, lq); -inf on empty rows
-        p = torch.exp(s - row_lse.unsqueeze(-1)).nan_to_num(0.0)                 # empty rows: all zero
-        out[q0:q1] = torch.matmul(p, vs).transpose(0, 1).to(out.dtype)
-        if lse is not None:
-            lse[q0:q1] = row_lse.transpose(0, 1)
+        attend_masked(q, k, v, out, lse, cu_q[b], cu_k[b], ok, args)
 
 
 def attention(q, k, v, out, lse, args):
