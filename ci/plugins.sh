@@ -3,8 +3,9 @@
 # docs/PYTHON_KERNELS.md): install flashcheck into a prefix, build the example CPU plugin out of tree
 # against it with find_package(flashcheck), fuzz it through every applicable property, and prove that its
 # deliberately broken build is caught; then the same for a Python kernel and its broken twin, the FlexAttention
-# adapter on the CPU, the FlashInfer adapter's arguments, and the xz transport of large wheels to an offline GPU node. Expects
-# build/cpu (ci/build.sh cpu). Exit 0 only if the good kernels pass and the broken ones fail.
+# adapter on the CPU (also past Dynamo's recompile limit), the FlashInfer adapter's arguments, and the xz transport
+# of large wheels to an offline GPU node. Expects build/cpu (ci/build.sh cpu). Exit 0 only if the good kernels pass
+# and the broken ones fail.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -54,6 +55,11 @@ expect flex-adapter-on-cpu 0 'attention_cpu / conformance: 40 cases' -- \
 expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 40 cases' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property paged-contiguous --cases 40 --seed 11 \
   --out "$work/found-flex-cpu-paged"
+# A long-lived worker past Dynamo's recompile limit (128 graphs in the adapter; a realistic-size GPU worker reached it):
+# with the limit at 2 every few cases cross it, and each must still be judged on a compiled graph, not end in an error.
+expect flex-adapter-past-recompile-limit 0 'attention_cpu / conformance: 40 cases' -- \
+  env FLASHCHECK_FLEX_RECOMPILE_LIMIT=2 "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu \
+  --property conformance --cases 40 --seed 13 --out "$work/found-flex-cpu-recompile"
 # The transport of a large wheel of sources to an offline GPU node (FlashInfer's, tools/wheels/xz_wheel.py): packed
 # into one xz stream and back, it installs and imports unchanged, and a truncated archive is refused.
 python=$(cat build/python-for-torch 2>/dev/null || echo build/venv/bin/python)

@@ -4,7 +4,9 @@ First run on the H200 on 2026-12-02 (FlashInfer 0.7.4, bf16, head dim 128, its m
 tools/wheels/flashinfer_aot.py): docs/RESULTS.md. That run found that the ragged wrapper keeps the custom mask of an
 earlier plan() (fixtures/found/flashinfer-ragged-wrapper-stale-custom-mask.json), so `attention` plans masked and
 unmasked batches on wrappers of their own; `attention_one_wrapper` keeps one wrapper per layout, as an application
-that re-plans a single wrapper does, and shows the fault.
+that re-plans a single wrapper does, and shows the fault. The realistic-size campaign of a later session found a fault
+of FlashInfer's FA3 kernel itself, the LSE of the rows after a query tile without keys overwritten with -inf
+(fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json); that one is not worked around: it is FlashInfer's.
 
 The batch prefill wrappers take a packed batch as it is: BatchPrefillWithRaggedKVCacheWrapper for packed K/V
 (kv_indptr from cu_seqlens_k) and BatchPrefillWithPagedKVCacheWrapper for paged K/V, whose NHD page pool is the
@@ -32,7 +34,9 @@ CONTRACT = {
               "top-left causal and other windows: a custom mask of each sequence's visible keys (the FA2 backend)",
               "seqused_k: packed K/V gathered to the used keys (translated); paged K/V: last page lengths (native)",
               "masked and unmasked batches are planned on separate wrappers: FlashInfer 0.7.4's ragged wrapper keeps "
-              "an earlier plan's custom mask (attention_one_wrapper shows it)"],
+              "an earlier plan's custom mask (attention_one_wrapper shows it)",
+              "known defect: FA3 (sm90) writes LSE -inf over the 128 rows after a query tile without keys when that "
+              "tile runs last (fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json)"],
 }
 
 _WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace
