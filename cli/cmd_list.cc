@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,18 @@ int run_list(const ListOptions& o) {
       fmt::print("  unused input slots must be finite: {}\n", k->contract().finite_unused_slots);
     for (const auto& [feature, why] : k->contract().coverage_exempt)
       fmt::print("  coverage not required: {} ({})\n", feature, why);
+    const BackwardContract& bw = k->contract().backward;
+    if (!bw.available) {
+      fmt::print("  backward: none (forward only)\n");
+    } else {
+      std::string dtypes;
+      for (DType t : bw.dtypes) dtypes += std::string(dtypes.empty() ? "" : " ") + std::string(to_string(t));
+      fmt::print("  backward: yes  deterministic: {}  zeros outside the sequences' keys: {}{}{}\n",
+                 bw.deterministic ? "yes" : "no", bw.zeroes_unused_keys ? "yes" : "no",
+                 bw.without.empty() ? "" : fmt::format("  without: {}", fmt::join(bw.without, " ")),
+                 dtypes.empty() ? "" : "  dtypes: " + dtypes);
+      for (const std::string& n : bw.notes) fmt::print("  backward note: {}\n", n);
+    }
     fmt::print("\n");
   }
   return kExitOk;

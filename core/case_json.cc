@@ -51,6 +51,7 @@ json case_to_json(const KernelCase& c) {
         {"seed", c.data.seed}}},
   };
   if (c.slack != Slack{}) j["slack"] = {{"q_rows", c.slack.q_rows}, {"kv_rows", c.slack.kv_rows}};  // absent: no slack
+  if (c.dout) j["dout"] = {{"dist", to_string(c.dout->kind)}, {"scale", c.dout->scale}};  // absent: forward only
   if (!c.name.empty()) j["name"] = c.name;
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   return j;
@@ -72,7 +73,7 @@ E parse_field(const detail::JsonReader& r, std::string_view key, E fallback, std
 KernelCase case_from_json(const json& j, const std::string& source, const std::string& path) {
   const detail::JsonReader r(j, source, path);
   r.only({"name", "dtype", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "alignment", "window", "softcap",
-          "scale", "layout", "kv", "seqs", "data", "note", "expect", "slack"});
+          "scale", "layout", "kv", "seqs", "data", "note", "expect", "slack", "dout"});
   KernelCase c;
   c.name = r.string("name", "");
   c.dtype = parse_field<DType>(r, "dtype", DType::kBF16, parse_dtype, "fp16, bf16, fp32");
@@ -150,6 +151,15 @@ KernelCase case_from_json(const json& j, const std::string& source, const std::s
     c.data.v_onehot = d.boolean("v_onehot", false);
     c.data.poison = d.boolean("poison", true);
     c.data.seed = d.unsigned_integer("seed", 0);
+  }
+
+  if (r.has("dout")) {
+    const detail::JsonReader g = r.object("dout");
+    g.only({"dist", "scale"});
+    DoutRecipe d;
+    d.kind = parse_field<DoutKind>(g, "dist", DoutKind::kNormal, parse_dout_kind, "normal, zero_rows, onehot");
+    d.scale = g.number("scale", 1.0);
+    c.dout = d;
   }
 
   // Field paths of validate() are relative to the case; prefix them with where the case sits.

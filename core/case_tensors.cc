@@ -32,6 +32,7 @@ TensorShapes tensor_shapes(const KernelCase& c) {
     s.k_new = {g.total_new, c.kv_heads, c.head_dim};
     s.v_new = {g.total_new, c.kv_heads, c.v_head_dim};
   }
+  if (c.backward()) s.dout = {g.q_rows, c.heads, c.v_head_dim};
   return s;
 }
 
@@ -49,6 +50,8 @@ CaseTensors materialize(const KernelCase& c) {
   return materialize(c, [&c](TensorId t, std::int64_t b, std::int64_t pos, std::int64_t h, std::int64_t ch) -> float {
     const auto ub = static_cast<std::uint32_t>(b), up = static_cast<std::uint32_t>(pos),
                uh = static_cast<std::uint32_t>(h), uc = static_cast<std::uint32_t>(ch);
+    if (t == TensorId::kDO)
+      return round_to_float(c.dtype, dout_value(*c.dout, c.data.seed, ub, up, uh, uc, static_cast<std::uint32_t>(c.v_head_dim)));
     if (t == TensorId::kV && c.data.v_onehot)
       return round_to_float(c.dtype, onehot_value(up, uc, static_cast<std::uint32_t>(c.v_head_dim)));
     const double scale = t == TensorId::kQ ? c.data.q_scale : t == TensorId::kK ? c.data.k_scale : c.data.v_scale;
@@ -68,6 +71,7 @@ CaseTensors materialize(const KernelCase& c, const ValueSource& src) {
     t.k_new = HostTensor(shapes.k_new, 0.0f);
     t.v_new = HostTensor(shapes.v_new, 0.0f);
   }
+  if (c.backward()) t.dout = HostTensor(shapes.dout, poison);
   t.block_table = block_table(c);
   // One storage row of `dst` from logical element (b, pos) of tensor `id`.
   auto fill_row = [&](HostTensor& dst, std::int64_t row, TensorId id, std::int64_t heads, std::int64_t dim,
@@ -80,6 +84,8 @@ CaseTensors materialize(const KernelCase& c, const ValueSource& src) {
     const auto b = static_cast<std::int64_t>(bi);
     const SeqGeometry& s = g.seqs[bi];
     for (std::int64_t i = 0; i < s.lq; ++i) fill_row(t.q, s.q_start + i, TensorId::kQ, c.heads, c.head_dim, b, i);
+    if (c.backward())
+      for (std::int64_t i = 0; i < s.lq; ++i) fill_row(t.dout, s.q_start + i, TensorId::kDO, c.heads, c.v_head_dim, b, i);
     // Cache positions [cache_len, cache_len + new_len) are written by the kernel from K_new: they stay
     // poisoned in the cache, like every allocated position outside [p0, kv_end).
     const std::int64_t cached_end = c.kv_cache ? c.seqs[bi].cache_len : s.kv_end;
@@ -109,6 +115,7 @@ ValueSource logical_values(const KernelCase& c, const CaseTensors& t) {
   return [&c, &t, g](TensorId id, std::int64_t b, std::int64_t pos, std::int64_t h, std::int64_t ch) -> float {
     const SeqGeometry& s = g->seqs[static_cast<std::size_t>(b)];
     if (id == TensorId::kQ) return t.q.data[static_cast<std::size_t>(((s.q_start + pos) * c.heads + h) * c.head_dim + ch)];
+    if (id == TensorId::kDO) return t.dout.data[static_cast<std::size_t>(((s.q_start + pos) * c.heads + h) * c.v_head_dim + ch)];
     const std::int64_t dim = id == TensorId::kK ? c.head_dim : c.v_head_dim;
     const Sequence& seq = c.seqs[static_cast<std::size_t>(b)];
     if (c.kv_cache && pos >= seq.cache_len) {
@@ -128,7 +135,7 @@ std::string check_shapes(const KernelCase& c, const CaseTensors& t) {
   const TensorShapes s = tensor_shapes(c);
   const std::pair<const char*, std::pair<const HostTensor*, const std::vector<std::int64_t>*>> items[] = {
       {"q", {&t.q, &s.q}}, {"k", {&t.k, &s.k}}, {"v", {&t.v, &s.v}}, {"k_new", {&t.k_new, &s.k_new}},
-      {"v_new", {&t.v_new, &s.v_new}}};
+      {"v_new", {&t.v_new, &s.v_new}}, {"dout", {&t.dout, &s.dout}}};
   for (const auto& [name, pair] : items) {
     const auto& [tensor, want] = pair;
     if (tensor->shape != *want)

@@ -29,6 +29,7 @@ struct CaseTensors {
   HostTensor v;      // as k, with dv
   HostTensor k_new;  // kv_cache: (total_new, Hk, d); otherwise empty
   HostTensor v_new;  // kv_cache: (total_new, Hk, dv)
+  HostTensor dout;   // backward cases: the upstream gradient, laid out like the output (q_rows, H, dv)
   std::vector<std::vector<std::int32_t>> block_table;  // paged only
 };
 
@@ -43,10 +44,20 @@ struct AttentionResult {
   std::vector<double> lse_noise;  // (total_q, H)
 };
 
+// Gradients of a backward case w.r.t. the inputs, in the inputs' packed layouts (slack rows included), from a
+// kernel or a reference. Backward cases have packed K/V (core/kernel_case.h KernelCase::dout).
+struct GradientResult {
+  std::vector<double> dq;  // (q_rows, H, d)
+  std::vector<double> dk;  // (kv_rows, Hk, d)
+  std::vector<double> dv;  // (kv_rows, Hk, dv)
+  // References only: each element's first-order sensitivity to fp32 rounding, units of u (core/tolerance.h).
+  std::vector<double> dq_noise, dk_noise, dv_noise;
+};
+
 // The shapes materialize() gives the tensors of a validated case (k_new/v_new empty without a cache),
 // computed without allocating them.
 struct TensorShapes {
-  std::vector<std::int64_t> q, k, v, k_new, v_new;
+  std::vector<std::int64_t> q, k, v, k_new, v_new, dout;
 };
 TensorShapes tensor_shapes(const KernelCase& c);
 
@@ -54,8 +65,8 @@ TensorShapes tensor_shapes(const KernelCase& c);
 // dtype; NaN poison in allocated slots outside every sequence (slack rows included) when data.poison is set.
 CaseTensors materialize(const KernelCase& c);
 
-// The value of one logical element: tensor (kQ, kK or kV), sequence b, logical position (the query row,
-// or the key position counted before leftpad), head, channel. Layout-free: the same logical case in
+// The value of one logical element: tensor (kQ, kK, kV, or kDO for the upstream gradient), sequence b, logical
+// position (the query row, or the key position counted before leftpad), head, channel. Layout-free: the same logical case in
 // packed, paged or cache form has the same values.
 using ValueSource = std::function<float(TensorId t, std::int64_t b, std::int64_t pos, std::int64_t head, std::int64_t ch)>;
 

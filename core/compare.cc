@@ -183,7 +183,8 @@ Comparison compare_outputs(const KernelCase& c, const AttentionResult& a, const 
           const double va = a.out[at], vb = b.out[at];
           const ElementLoc loc{static_cast<std::int64_t>(bi), h, i, x, vb, va, va};
           if (is_empty) {
-            const bool same = std::memcmp(&va, &vb, sizeof va) == 0 || (va == 0 && vb == 0);
+            // Empty rows hold the convention's value; a NaN's payload is not part of it.
+            const bool same = std::memcmp(&va, &vb, sizeof va) == 0 || (va == 0 && vb == 0) || (std::isnan(va) && std::isnan(vb));
             if (!same && !row_wrong) {
               row_wrong = true;
               if (!cmp.first_empty_wrong.valid()) cmp.first_empty_wrong = loc;
@@ -214,7 +215,8 @@ Comparison compare_outputs(const KernelCase& c, const AttentionResult& a, const 
 
 std::string failure_reason(const Comparison& cmp) {
   if (cmp.nonfinite > 0)
-    return fmt::format("{} NaN/Inf output element{} where the truth is finite", cmp.nonfinite, cmp.nonfinite > 1 ? "s" : "");
+    return fmt::format("{} NaN/Inf {} element{} where the truth is finite", cmp.nonfinite,
+                       cmp.tensor.empty() ? "output" : "gradient", cmp.nonfinite > 1 ? "s" : "");
   // An infinite bound (inputs past the dtype's range make the truth's sensitivity infinite) would pass any
   // output: such a case is not judged, it fails.
   if (!std::isfinite(cmp.bound) || (cmp.lse_checked && !std::isfinite(cmp.lse_bound)))

@@ -11,6 +11,8 @@
 // errors are taken on valid, non-empty rows only. Every check is phrased so that a NaN fails it.
 #pragma once
 
+#include <string>
+
 #include "core/case_tensors.h"
 #include "core/kernel_case.h"
 #include "core/tolerance.h"
@@ -42,6 +44,29 @@ double tolerance_bound(const KernelCase& c, const AttentionResult& truth, const 
 
 // Pass/fail decision of a comparison, with the reason of a failure ("" when it passes).
 std::string failure_reason(const Comparison& cmp);
+
+// ---- Gradients (backward cases) -----------------------------------------------------------------------------
+// dQ, dK and dV, each judged on its defined rows (core/defined_memory.h) in the form above: the max check against
+// k_max times the baseline's max error plus the floor (with softcap, + tolerance::kGradSoftcapAtol), the mean
+// check, NaN failing. The Comparison's `tensor` names the gradient ("dq", "dk", "dv"); its worst element is
+// (sequence, head, row within the sequence's rows, channel), for dK/dV the key row and the KV head.
+struct GradientComparisons {
+  Comparison dq, dk, dv;
+  // The failing one (the first), else the one that used most of its bound.
+  const Comparison& decisive() const;
+};
+// `zero_unused_keys`: the kernel's backward promises zeros on the allocated keys outside the sequence (then those
+// rows are compared too; else they are not defined).
+GradientComparisons compare_gradients(const KernelCase& c, const GradientResult& got, const GradientResult& truth,
+                                      const GradientResult& baseline, bool zero_unused_keys);
+
+// Two kernels' gradients for one case (a metamorphic pair, `a` the reference run), each within `bounds` (the
+// max bounds of compare_gradients for the case); NaN/Inf in either fails.
+GradientComparisons compare_gradient_pair(const KernelCase& c, const GradientResult& a, const GradientResult& b,
+                                          const GradientComparisons& bounds, bool zero_unused_keys);
+
+// The failure of the first failing gradient, prefixed with its name ("" when all pass).
+std::string failure_reason(const GradientComparisons& g);
 
 // The spacing of the dtype at |truth| + 0.3 (tolerance::spacing), from which the floors are built.
 double rounding_floor(DType dt, double truth);

@@ -23,4 +23,18 @@ struct DataRecipe {
 #endif
 };
 
+// The upstream gradient dO of a backward case (the gradient of the loss w.r.t. the attention output), drawn by
+// the inputs' seed from its own stream (core/recipe.h dout_value). kNormal: normal values times the scale; kZeroRows:
+// the same with about a quarter of the (row, head) cells all zero (rows that contribute nothing to dK/dV and whose
+// dpsum is 0); kOneHot: cell (query row i, head h) is scale * e_((i + h) mod dv).
+enum class DoutKind : std::uint8_t { kNormal, kZeroRows, kOneHot };
+
+struct DoutRecipe {
+  DoutKind kind = DoutKind::kNormal;
+  double scale = 1.0;
+#if __cplusplus >= 202002L
+  bool operator==(const DoutRecipe&) const = default;
+#endif
+};
+
 }  // namespace flashcheck

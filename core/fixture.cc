@@ -66,7 +66,8 @@ void attach_tensors(Fixture& f, const std::string& path) {
   std::vector<TensorShapes> shapes;
   for (const FixtureCase& fc : f.cases) {
     shapes.push_back(tensor_shapes(fc.kcase));
-    for (const auto* s : {&shapes.back().q, &shapes.back().k, &shapes.back().v, &shapes.back().k_new, &shapes.back().v_new})
+    for (const auto* s : {&shapes.back().q, &shapes.back().k, &shapes.back().v, &shapes.back().k_new, &shapes.back().v_new,
+                          &shapes.back().dout})
       if (!s->empty()) {
         std::int64_t numel = 8;
         for (std::int64_t d : *s) numel = size_mul(numel, d);
@@ -100,6 +101,7 @@ void attach_tensors(Fixture& f, const std::string& path) {
     load("v", t.v, shapes[i].v);
     load("k_new", t.k_new, shapes[i].k_new);
     load("v_new", t.v_new, shapes[i].v_new);
+    load("dout", t.dout, shapes[i].dout);
     t.block_table = block_table(fc.kcase);
     const std::string problem = check_shapes(fc.kcase, t);
     if (!problem.empty()) throw InputError(path, fmt::format("cases.{}", i), problem);
@@ -224,6 +226,7 @@ bool save_fixture(const Fixture& f, Overwrite mode) {
         tensors.tensors[tensor_key(i, "k_new")] = store_floats(t.k_new.data, t.k_new.shape, fc.kcase.dtype);
         tensors.tensors[tensor_key(i, "v_new")] = store_floats(t.v_new.data, t.v_new.shape, fc.kcase.dtype);
       }
+      if (!t.dout.empty()) tensors.tensors[tensor_key(i, "dout")] = store_floats(t.dout.data, t.dout.shape, fc.kcase.dtype);
     }
   }
   json j = {{"schema", kFixtureSchema}, {"title", f.title}};

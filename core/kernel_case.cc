@@ -45,6 +45,9 @@ constexpr std::array<std::pair<std::string_view, Distribution>, 4> kDists{{{"nor
                                                                            {"integers", Distribution::kIntegers},
                                                                            {"large", Distribution::kLarge}}};
 
+constexpr std::array<std::pair<std::string_view, DoutKind>, 3> kDoutKinds{
+    {{"normal", DoutKind::kNormal}, {"zero_rows", DoutKind::kZeroRows}, {"onehot", DoutKind::kOneHot}}};
+
 }  // namespace
 
 std::string_view to_string(DType t) { return enum_name(t, kDTypes); }
@@ -61,6 +64,8 @@ std::optional<QLayout> parse_layout(std::string_view s) { return parse_enum(s, k
 std::optional<KvStorage> parse_kv_storage(std::string_view s) { return parse_enum(s, kStorages); }
 std::optional<KvStrides> parse_kv_strides(std::string_view s) { return parse_enum(s, kStrides); }
 std::optional<Distribution> parse_distribution(std::string_view s) { return parse_enum(s, kDists); }
+std::string_view to_string(DoutKind k) { return enum_name(k, kDoutKinds); }
+std::optional<DoutKind> parse_dout_kind(std::string_view s) { return parse_enum(s, kDoutKinds); }
 
 std::string recipe_overflow_reason(Distribution dist, double scale, DType dtype) {
   if (recipe_fits_dtype(dist, scale, dtype)) return "";
@@ -99,6 +104,12 @@ std::int64_t case_bytes(const KernelCase& c) {
   bytes = size_add(bytes, size_mul(q_elems, 36));
   bytes = size_add(bytes, size_mul(rows, 40));
   bytes = size_add(bytes, size_mul(pages, 4));
+  if (c.backward()) {
+    // dO as float; dQ, dK, dV as the kernel's float buffers and the reference's and baseline's fp64 values and
+    // noise estimates (4 + 4 * 8 bytes each, as the output above), twice for the metamorphic pairs.
+    bytes = size_add(bytes, size_mul(q_elems, 4));
+    bytes = size_add(bytes, size_mul(size_add(q_elems, kv_elems), 72));
+  }
   return bytes;
 }
 
@@ -185,6 +196,16 @@ std::vector<FieldError> validate(const KernelCase& c) {
     else if (const std::string why = recipe_overflow_reason(c.data.dist, v, c.dtype); !why.empty())
       fail(field, why);
 
+  if (c.dout) {
+    if (paged) fail("dout", "a backward case needs packed K/V: no flash API has a backward through a paged KV cache");
+    if (c.kv_cache) fail("dout", "a backward case cannot append to a KV cache: flash_attn_with_kvcache has no backward");
+    if (!std::isfinite(c.dout->scale) || c.dout->scale <= 0)
+      fail("dout.scale", fmt::format("{} must be finite and > 0", c.dout->scale));
+    else if (!(std::fabs(c.dout->scale) * dout_magnitude_bound(c.dout->kind) < detail::format_of(c.dtype).max_finite / 2))
+      fail("dout.scale", fmt::format("{} gives '{}' gradients past {}'s safe range (half its largest finite value)",
+                                     c.dout->scale, to_string(c.dout->kind), to_string(c.dtype)));
+  }
+
   // The memory the case needs, before anything (the block-table check below included) allocates for it.
   if (errors.empty()) {
     const std::int64_t bytes = case_bytes(c);
@@ -250,6 +271,7 @@ std::string summary(const KernelCase& c) {
   if (c.layout != QLayout::kVarlen) out += fmt::format(" {}", to_string(c.layout));
   if (c.kv_strides != KvStrides::kContiguous) out += fmt::format(" kv-{}", to_string(c.kv_strides));
   if (c.slack != Slack{}) out += fmt::format(" slack(q{},kv{})", c.slack.q_rows, c.slack.kv_rows);
+  if (c.dout) out += c.dout->kind == DoutKind::kNormal ? " bwd" : fmt::format(" bwd-{}", to_string(c.dout->kind));
   return out + " L[" + lens + "]";
 }
 

@@ -104,6 +104,9 @@ struct KernelCase {
   KvStrides kv_strides = KvStrides::kContiguous;
   Slack slack;
   DataRecipe data;
+  // Set: a backward case. The kernel also computes dQ, dK and dV for the upstream gradient dO this recipe draws
+  // (core/data_recipe.h). Packed K/V without a cache: no flash API has a backward through pages or an append.
+  std::optional<DoutRecipe> dout;
 
 #if __cplusplus >= 202002L  // nvcc compiles the device code that includes this as C++17
   bool operator==(const KernelCase&) const = default;
@@ -112,6 +115,7 @@ struct KernelCase {
   std::int64_t batch() const { return static_cast<std::int64_t>(seqs.size()); }
   double softmax_scale() const;
   std::int64_t group() const { return heads / kv_heads; }
+  bool backward() const { return dout.has_value(); }
 };
 
 // Field-level problem found while validating a case.
@@ -141,11 +145,13 @@ std::string_view to_string(QLayout l);
 std::string_view to_string(KvStorage s);
 std::string_view to_string(KvStrides s);
 std::string_view to_string(Distribution d);
+std::string_view to_string(DoutKind k);
 std::optional<Alignment> parse_alignment(std::string_view s);
 std::optional<EmptyRow> parse_empty_row(std::string_view s);
 std::optional<QLayout> parse_layout(std::string_view s);
 std::optional<KvStorage> parse_kv_storage(std::string_view s);
 std::optional<KvStrides> parse_kv_strides(std::string_view s);
 std::optional<Distribution> parse_distribution(std::string_view s);
+std::optional<DoutKind> parse_dout_kind(std::string_view s);
 
 }  // namespace flashcheck

@@ -51,6 +51,24 @@ inline bool recipe_fits_dtype(Distribution dist, double scale, DType dtype) {
   return std::fabs(scale) * recipe_magnitude_bound(dist) < detail::format_of(dtype).max_finite / 2;
 }
 
+// The upstream gradient dO at (sequence b, query row pos, head, channel), before rounding to the dtype.
+FC_HD inline double dout_value(const DoutRecipe& r, std::uint64_t seed, std::uint32_t b, std::uint32_t pos,
+                               std::uint32_t head, std::uint32_t ch, std::uint32_t dv) {
+  switch (r.kind) {
+    case DoutKind::kOneHot: return ch == (pos + head) % dv ? r.scale : 0.0;
+    case DoutKind::kZeroRows:
+      if ((element_bits(seed, TensorId::kDORows, b, pos, head, 0).w[0] & 3u) == 0) return 0.0;
+      return portable::mul(irwin_hall_normal(element_bits(seed, TensorId::kDO, b, pos, head, ch)), r.scale);
+    case DoutKind::kNormal: break;
+  }
+  return portable::mul(irwin_hall_normal(element_bits(seed, TensorId::kDO, b, pos, head, ch)), r.scale);
+}
+
+// The largest magnitude dout_value can return for a scale of 1.
+FC_HD inline double dout_magnitude_bound(DoutKind kind) {
+  return kind == DoutKind::kOneHot ? 1.0 : recipe_magnitude_bound(Distribution::kNormal);
+}
+
 // One-hot V: the row of logical key position `pos` is e_(pos mod dim).
 FC_HD inline double onehot_value(std::uint32_t pos, std::uint32_t ch, std::uint32_t dim) {
   return ch == pos % dim ? 1.0 : 0.0;

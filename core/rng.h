@@ -31,7 +31,10 @@ FC_HD inline Philox4 philox4x32_10(Philox4 ctr, std::uint32_t key0, std::uint32_
 }
 
 // Identifies which tensor an element belongs to; part of the counter, so tensors never share streams.
-enum class TensorId : std::uint32_t { kQ = 1, kK = 2, kV = 3, kBlockTable = 6 };
+enum class TensorId : std::uint32_t { kQ = 1, kK = 2, kV = 3, kDO = 4, kDORows = 5, kBlockTable = 6 };
+
+// Tensors laid out like the queries (one row per query position and query head): Q and the upstream gradient.
+FC_HD inline bool query_side(TensorId t) { return t == TensorId::kQ || t == TensorId::kDO; }
 
 // The four random words of one logical element (sequence b, position, head, channel) of a tensor.
 FC_HD inline Philox4 element_bits(std::uint64_t seed, TensorId tensor, std::uint32_t b, std::uint32_t pos,

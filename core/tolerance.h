@@ -30,6 +30,17 @@ inline constexpr double kIntegration = 2.0;
 
 FC_HD constexpr double k_max(bool softcap) { return softcap ? kMaxSoftcap : kMax; }
 
+// ---- Gradients --------------------------------------------------------------------------------------------
+// The backward is judged per gradient (dQ, dK, dV) in the output's form, against the gradients of the same
+// low-precision baseline (flash-attention's hopper/test_flash_attn.py: dq_pt from autograd through
+// attention_ref(upcast=False, reorder_ops=True); `rtol = 2 if softcap == 0.0 else 3`;
+// `dq_atol = 2 * (dq_ref + 0.3 - 0.3 - dq_ref).abs().max().item() + (0 if softcap == 0 else 3e-4)`): the same
+// multipliers (k_max, kMean), the same dtype floor, the fp32 noise floor from the gradients' own sensitivities
+// (below), and with softcap flash-attention's absolute 3e-4 on top (the tanh derivative 1 - t^2 loses digits the
+// baseline does not lose in the same place).
+inline constexpr double kGradSoftcapAtol = 3e-4;
+FC_HD constexpr double grad_extra_floor(bool softcap) { return softcap ? kGradSoftcapAtol : 0.0; }
+
 // ---- The dtype floor ---------------------------------------------------------------------------------
 // flash-attention adds `fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max()`: twice the error of
 // one rounding in the dtype near |truth| + 0.3. Over a large tensor that max is the spacing of the
@@ -154,6 +165,35 @@ FC_HD T output_sensitivity(T logit_sens, T sum_sens, T abs_weighted, T out) {
 template <class T>
 FC_HD T lse_sensitivity(T logit_sens, T m, T log_z, T sum_sens) {
   return logit_sens + math::abs(m) + math::abs(log_z) + sum_sens;
+}
+
+// ---- The fp32 rounding sensitivity of the gradients, in units of u ----------------------------------------
+// First-order as above, per (row, head) with its visible keys j, L = the row's logit sensitivity, dP_j = dO . v_j,
+// D = dO . O (FA2's dpsum) and dS_j = P_j (dP_j - D) (times c_j = 1 - t_j^2, t_j = tanh(s_j / cap), with softcap):
+//   dP_j:  sqrt(dv + 1) sum_x |dO_x v_jx|                    D: sqrt(dv + 1) sum_x |dO_x O_x| + sum_x |dO_x| O-noise_x
+//   dS_j:  sigma_j = c_j (2 L P_j |dP_j - D| + P_j (sens dP_j + sens D)) + |dS_j| 2 |t_j| L / cap
+//   dQ_x = scale sum_j dS_j k_jx:  |scale| (sqrt(n + 1) sum_j |dS_j k_jx| + sum_j sigma_j |k_jx|)
+//   dK_jx = scale sum_i dS_ij q_ix: the same over the rows i (and query heads of the group) that see key j
+//   dV_jx = sum_i P_ij dO_ix:       sqrt(m + 1) sum_i P_ij |dO_ix| + sum_i 2 L_i P_ij |dO_ix|
+// A gradient element is a sum whose terms the reference accumulates twice, as values and as magnitudes; the
+// element's sensitivity is the sum factor times the magnitudes plus what its terms carry from the forward.
+template <class T>
+FC_HD T gradient_sensitivity(long long terms, T abs_sum, T carried) {
+  return sum_sensitivity<T>(terms) * abs_sum + carried;
+}
+
+// The sensitivity of a softmax weight P_j: dP_j = P_j (ds_j - sum_i P_i ds_i), at most 2 L P_j.
+template <class T>
+FC_HD T weight_sensitivity(T logit_sens, T p) {
+  return static_cast<T>(2) * logit_sens * p;
+}
+
+// sigma_j of one dS_j (softcap: c = 1 - t^2, else c = 1, t = 0).
+template <class T>
+FC_HD T dscore_sensitivity(T logit_sens, T p, T dp_minus_d, T dp_sens, T d_sens, T c, T t, T ds, T cap) {
+  T s = c * (weight_sensitivity(logit_sens, p) * math::abs(dp_minus_d) + p * (dp_sens + d_sens));
+  if (cap > 0) s += math::abs(ds) * static_cast<T>(2) * math::abs(t) * logit_sens / cap;
+  return s;
 }
 
 // An empty row under the uniform convention: the mean of n values, from the sum of their magnitudes.

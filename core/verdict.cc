@@ -69,6 +69,7 @@ nlohmann::json to_json(const Verdict& v) {
                        {"mismatches", c.mismatches},  {"nonfinite", c.nonfinite},      {"empty_rows", c.empty_rows},
                        {"empty_wrong", c.empty_wrong}, {"worst", loc_json(c.worst)}};
     if (c.first_empty_wrong.valid()) j["comparison"]["first_empty_wrong"] = loc_json(c.first_empty_wrong);
+    if (!c.tensor.empty()) j["comparison"]["tensor"] = c.tensor;
     if (c.lse_checked)
       j["comparison"]["lse"] = {{"err", num(c.lse_err)}, {"base", num(c.lse_base)}, {"bound", num(c.lse_bound)},
                                 {"worst", loc_json(c.lse_worst)}};
@@ -99,6 +100,7 @@ Verdict verdict_from_json(const nlohmann::json& j) {
     m.empty_rows = c.at("empty_rows").get<std::int64_t>();
     m.empty_wrong = c.at("empty_wrong").get<std::int64_t>();
     m.worst = loc_of(c.at("worst"));
+    m.tensor = c.value("tensor", "");
     if (c.contains("first_empty_wrong")) m.first_empty_wrong = loc_of(c.at("first_empty_wrong"));
     if (c.contains("lse")) {
       m.lse_checked = true;
@@ -116,6 +118,7 @@ std::string describe(const Verdict& v) {
   std::string s = fmt::format("{:<11}", to_string(v.kind));
   if (v.cmp) {
     const Comparison& c = *v.cmp;
+    if (!c.tensor.empty()) s += " " + c.tensor;
     s += fmt::format(" err {:.3e} base {:.3e} ratio {:.3g} bound {:.3e} worst {}", c.err_max, c.base_max, c.ratio(),
                      c.bound, loc_str(c.worst));
     if (c.empty_rows) s += fmt::format(" empty {}/{} wrong", c.empty_wrong, c.empty_rows);

@@ -30,6 +30,7 @@ struct ElementLoc {
 
 // Error statistics of one comparison under the tolerance rule (core/compare.h).
 struct Comparison {
+  std::string tensor;       // what was compared: "" the output, "dq", "dk" or "dv" a gradient
   double err_max = 0;       // max |out - truth| over valid, non-empty rows (inf when out is NaN/Inf there)
   double base_max = 0;      // max |baseline - truth| over the same elements
   double bound = 0;         // k * base_max + floor

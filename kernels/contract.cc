@@ -74,6 +74,60 @@ ContractCheck check_contract(const Contract& k, const KernelCase& c) {
   return r;
 }
 
+const std::vector<std::string>& contract_feature_names() {
+  static const std::vector<std::string> names{"bottom_right", "top_left", "window",    "softcap",     "gqa",
+                                              "varlen",       "seqused_k", "leftpad", "paged",       "kv_cache",
+                                              "zero_length",  "dv_differs", "slack"};
+  return names;
+}
+
+bool case_uses_feature(const KernelCase& c, std::string_view feature) {
+  const CaseGeometry g = geometry(c);
+  const bool masked = c.causal || c.window != Window{};
+  const MaskRule rule = mask_rule(c);
+  auto any_seq = [&](auto pred) {
+    for (std::size_t b = 0; b < c.seqs.size(); ++b)
+      if (pred(c.seqs[b], g.seqs[b])) return true;
+    return false;
+  };
+  if (feature == "bottom_right") return masked && c.alignment == Alignment::kBottomRight;
+  if (feature == "top_left") return masked && c.alignment == Alignment::kTopLeft;
+  if (feature == "window") return c.window != Window{} && !(c.causal && rule.left < 0);
+  if (feature == "softcap") return c.softcap > 0;
+  if (feature == "gqa") return c.heads != c.kv_heads;
+  if (feature == "varlen")
+    return any_seq([&](const Sequence& s, const SeqGeometry&) { return s.q_len != c.seqs[0].q_len || s.k_len != c.seqs[0].k_len; });
+  if (feature == "seqused_k") return any_seq([](const Sequence& s, const SeqGeometry&) { return s.seqused_k.has_value(); });
+  if (feature == "leftpad") return any_seq([](const Sequence& s, const SeqGeometry&) { return s.leftpad_k != 0; });
+  if (feature == "paged") return c.kv_storage == KvStorage::kPaged;
+  if (feature == "kv_cache") return c.kv_cache;
+  if (feature == "zero_length") return any_seq([](const Sequence& s, const SeqGeometry& sg) { return s.q_len == 0 || sg.lk == 0; });
+  if (feature == "dv_differs") return c.v_head_dim != c.head_dim;
+  if (feature == "slack") return c.slack != Slack{};
+  return false;
+}
+
+ContractCheck check_backward_contract(const Contract& k, const KernelCase& c) {
+  ContractCheck r = check_contract(k, c);
+  if (!r.supported || !c.backward()) return r;
+  const BackwardContract& bw = k.backward;
+  auto fail = [&](std::string why) {
+    r.supported = false;
+    r.reason = std::move(why);
+    return r;
+  };
+  if (!bw.available) return fail("has no backward (its contract computes the forward only)");
+  for (const std::string& f : bw.without)
+    if (case_uses_feature(c, f)) return fail(fmt::format("its backward does not support {}", f));
+  if (!bw.dtypes.empty() && std::find(bw.dtypes.begin(), bw.dtypes.end(), c.dtype) == bw.dtypes.end())
+    return fail(fmt::format("its backward does not support dtype {}", to_string(c.dtype)));
+  // The gradients of a row that sees no key are 0 only where its output is the constant 0.
+  if (k.empty_row != EmptyRow::kZero && has_empty_rows(c))
+    return fail(fmt::format("its backward has no defined gradient for rows without keys (empty-row convention {})",
+                            to_string(k.empty_row)));
+  return r;
+}
+
 bool has_unused_input_slots(const KernelCase& c) {
   const CaseGeometry g = geometry(c);
   if (g.q_rows > g.total_q) return true;

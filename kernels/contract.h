@@ -14,6 +14,20 @@ namespace flashcheck {
 
 enum class Support : std::uint8_t { kNo, kNative, kTranslated };
 
+// The backward a kernel provides: dQ, dK and dV of its output for an upstream gradient dO (backward cases,
+// KernelCase::dout). Its cases are the forward contract's, less what `without` names.
+struct BackwardContract {
+  bool available = false;
+  bool deterministic = true;        // reruns give bitwise equal gradients (FA2's deterministic=True)
+  bool zeroes_unused_keys = true;   // writes 0 into the dK/dV rows of a sequence's allocation outside its keys
+                                    // (before leftpad_k, past seqused_k); else those rows are not defined
+  bool writes_into_buffer = false;  // writes the harness's gradient buffers directly (canaries are meaningful)
+  // Forward features (the names of `flashcheck list --json`'s "features") the backward lacks.
+  std::vector<std::string> without;
+  std::vector<DType> dtypes;        // empty: the forward's
+  std::vector<std::string> notes;
+};
+
 struct Contract {
   std::string summary;  // one line: what the kernel is
 
@@ -58,7 +72,14 @@ struct Contract {
 
   // How each translated feature is translated, and any other caveat worth printing with `list`.
   std::vector<std::string> notes;
+
+  BackwardContract backward;
 };
+
+// The names of the features a contract lists (Contract's Support fields), in `list`'s order.
+const std::vector<std::string>& contract_feature_names();
+// Whether the case uses the feature of that name (contract_feature_names()).
+bool case_uses_feature(const KernelCase& c, std::string_view feature);
 
 // The contract restricted to `dtypes` and `head_dims` (each: empty keeps all): a run narrowed by
 // `fuzz --dtype/--head-dim` to the configurations a user cares about, or that a JIT-compiled kernel can
@@ -73,6 +94,9 @@ struct ContractCheck {
 };
 
 ContractCheck check_contract(const Contract& k, const KernelCase& c);
+
+// A backward case (c.dout set): the forward contract, then the backward's. A forward case passes unchanged.
+ContractCheck check_backward_contract(const Contract& k, const KernelCase& c);
 
 // Whether the case's input buffers hold slots that no sequence uses (where data.poison puts NaN): rows of Q
 // past the sequences, K/V rows outside every sequence's keys (slack, past seqused_k, before leftpad, unused

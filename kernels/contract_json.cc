@@ -1,5 +1,6 @@
 #include "kernels/contract_json.h"
 
+#include <algorithm>
 #include <array>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -128,6 +129,16 @@ json kernel_json(const Kernel& k) {
       {"notes", c.notes},
       {"coverage_exempt", c.coverage_exempt},
   };
+  if (c.backward.available) {
+    json bw_dtypes = json::array();
+    for (DType t : c.backward.dtypes) bw_dtypes.push_back(to_string(t));
+    j["backward"] = {{"deterministic", c.backward.deterministic},
+                     {"zeroes_unused_keys", c.backward.zeroes_unused_keys},
+                     {"writes_into_buffer", c.backward.writes_into_buffer},
+                     {"without", c.backward.without},
+                     {"dtypes", bw_dtypes},
+                     {"notes", c.backward.notes}};
+  }
   if (k.is_mutant()) j["mutant"] = k.mutant_description();
   return j;
 }
@@ -179,6 +190,36 @@ Contract contract_from_json(const json& j, const std::string& source) {
   c.writes_into_buffer = r.boolean("writes_into_buffer", c.writes_into_buffer);
   c.finite_unused_slots = r.string("finite_unused_slots", "");
   c.notes = r.strings("notes");
+  if (r.has("backward")) {
+    const json& b = r.at("backward");
+    if (!b.is_object())
+      r.fail("backward", "must be an object (deterministic, zeroes_unused_keys, writes_into_buffer, without, dtypes, notes)");
+    for (const auto& [key, value] : b.items())
+      if (key != "deterministic" && key != "zeroes_unused_keys" && key != "writes_into_buffer" && key != "without" &&
+          key != "dtypes" && key != "notes")
+        r.fail("backward." + key, "unknown field");
+    const Reader br(b, source);
+    const auto sub = [&](auto read, const char* key) {
+      try {
+        return read(key);
+      } catch (const InputError& e) {  // name the field with its object
+        (void)key;
+        throw InputError(source, "backward." + e.field(), e.reason());
+      }
+    };
+    c.backward.available = true;
+    c.backward.deterministic = sub([&](const char* k) { return br.boolean(k, true); }, "deterministic");
+    c.backward.zeroes_unused_keys = sub([&](const char* k) { return br.boolean(k, true); }, "zeroes_unused_keys");
+    c.backward.writes_into_buffer = sub([&](const char* k) { return br.boolean(k, false); }, "writes_into_buffer");
+    c.backward.without = sub([&](const char* k) { return br.strings(k); }, "without");
+    for (std::size_t i = 0; i < c.backward.without.size(); ++i) {
+      const auto& names = contract_feature_names();
+      if (std::find(names.begin(), names.end(), c.backward.without[i]) == names.end())
+        r.fail(fmt::format("backward.without[{}]", i), fmt::format("unknown feature \"{}\"", c.backward.without[i]));
+    }
+    c.backward.dtypes = sub([&](const char* k) { return br.names<DType>(k, parse_dtype, "dtype"); }, "dtypes");
+    c.backward.notes = sub([&](const char* k) { return br.strings(k); }, "notes");
+  }
   return c;
 }
 

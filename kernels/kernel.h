@@ -11,6 +11,7 @@
 #include "core/case_tensors.h"
 #include "core/kernel_case.h"
 #include "kernels/contract.h"
+#include "kernels/grad_buffer.h"
 #include "kernels/output_buffer.h"
 
 namespace flashcheck {
@@ -33,12 +34,17 @@ class Kernel {
   // Whether this case can run here: the contract, plus anything only known at run time (a missing GPU).
   virtual ContractCheck check(const KernelCase& c) const {
     if (std::string why = unavailable_reason(); !why.empty()) return {false, std::move(why), {}};
-    return check_contract(contract(), c);
+    return check_backward_contract(contract(), c);
   }
 
   // Computes attention for a case inside the contract and writes the valid rows of the packed output
   // (total_q, H, dv) into `out` (and the LSE, setting out.lse_written). Reports failure by throwing.
   virtual void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) = 0;
+
+  // Backward cases of a kernel whose contract has a backward: dQ, dK and dV of run()'s output for the upstream
+  // gradient in.dout, written into `grads` (core/defined_memory.h says which rows must be). `fwd` holds what run()
+  // wrote for the same case and tensors (output and LSE), as a flash backward takes them. Throws on failure.
+  virtual void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads);
 
   // GPU kernels take their inputs and write their output on the device (core/device); their run() goes
   // through the device by uploading and downloading. The fast conformance path uses run_device directly.

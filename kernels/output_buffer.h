@@ -7,6 +7,7 @@
 
 #include "core/case_tensors.h"
 #include "core/kernel_case.h"
+#include "kernels/poisoned_array.h"
 
 namespace flashcheck {
 
@@ -26,19 +27,19 @@ class OutputBuffer {
   OutputBuffer(std::int64_t out_elems, std::int64_t lse_elems, std::int64_t margin = 64);
   OutputBuffer() : OutputBuffer(0, 0) {}
 
-  float* out() { return out_.data() + margin_; }
-  float* lse() { return lse_.data() + margin_; }
-  const float* out() const { return out_.data() + margin_; }
-  const float* lse() const { return lse_.data() + margin_; }
-  std::int64_t out_elems() const { return out_elems_; }
-  std::int64_t lse_elems() const { return lse_elems_; }
+  float* out() { return out_.data(); }
+  float* lse() { return lse_.data(); }
+  const float* out() const { return out_.data(); }
+  const float* lse() const { return lse_.data(); }
+  std::int64_t out_elems() const { return out_.size(); }
+  std::int64_t lse_elems() const { return lse_.size(); }
 
   // Fills the interior with the "unwritten" NaN pattern and the margins with the canary pattern.
   void poison();
   // Margin elements whose bits changed since poison(): out-of-bounds writes.
-  std::int64_t canary_damage() const;
+  std::int64_t canary_damage() const { return out_.canary_damage() + lse_.canary_damage(); }
   // True when the element still holds the exact "unwritten" bit pattern.
-  static bool unwritten(float x);
+  static bool unwritten(float x) { return PoisonedArray::unwritten(x); }
 
   // Set by a kernel that wrote the LSE.
   bool lse_written = false;
@@ -46,8 +47,7 @@ class OutputBuffer {
   AttentionResult to_result() const;
 
  private:
-  std::int64_t out_elems_, lse_elems_, margin_;
-  std::vector<float> out_, lse_;
+  PoisonedArray out_, lse_;
 };
 
 }  // namespace flashcheck

@@ -12,6 +12,10 @@ void Kernel::run_device(const device::DeviceCase&, device::DeviceOutput&) {
   throw std::logic_error(std::string(name()) + " does not run on the device");
 }
 
+void Kernel::run_backward(const KernelCase&, const CaseTensors&, const OutputBuffer&, GradBuffer&) {
+  throw std::logic_error(std::string(name()) + " has no backward");
+}
+
 void Registry::add(std::unique_ptr<Kernel> k) {
   for (const auto& existing : all_)
     if (existing->name() == k->name()) throw std::logic_error("kernel registered twice: " + std::string(k->name()));

@@ -1,9 +1,11 @@
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <numeric>
 
 #include "core/compare.h"
+#include "core/defined_memory.h"
 #include "core/geometry.h"
 #include "properties/conformance.h"
 #include "kernels/device_errors.h"
@@ -11,6 +13,7 @@
 #include "properties/conformance_device.h"
 #endif
 #include "properties/integration_property.h"
+#include "properties/kernel_runs.h"
 #include "properties/property.h"
 #include "reference/host/attention.h"
 #include "reference/host/baseline.h"
@@ -20,41 +23,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Verdict make_verdict(const Kernel& k, std::string_view property) {
-  Verdict v;
-  v.kernel = std::string(k.name());
-  v.property = std::string(property);
-  return v;
-}
-
-// One kernel run into a fresh poisoned buffer; false (and an error verdict) when the kernel throws.
-struct Run {
-  OutputBuffer buffer;
-  AttentionResult result;
-};
-bool run_kernel(Kernel& k, const KernelCase& c, const CaseTensors& t, Run& run, Verdict& v) {
-  const CaseGeometry g = geometry(c);
-  run.buffer = output_buffer_for(c, g);
-  try {
-    k.run(c, t, run.buffer);
-  } catch (const std::exception& e) {
-    exit_on_sticky_error(k);
-    v.kind = VerdictKind::kError;
-    v.reason = kernel_error_reason(e);
-    return false;
-  }
-  run.result = run.buffer.to_result();
-  return true;
-}
-
-// Both cases of a metamorphic pair must be inside the contract.
-bool in_contract(const Kernel& k, const KernelCase& c, Verdict& v, const char* which) {
-  const ContractCheck cc = k.check(c);
-  if (cc.supported) return true;
-  v.kind = VerdictKind::kUnsupported;
-  v.reason = fmt::format("{}: {}", which, cc.reason);
-  return false;
-}
+using detail::in_contract;
+using detail::make_verdict;
+using detail::Run;
+using detail::run_kernel;
 
 // Base for the metamorphic properties: run the case and its transform, map the transform's output back
 // to the case's rows, and compare within the tolerance bound of the case.
@@ -134,6 +106,36 @@ class Conformance : public Property {
   }
 };
 
+// The first defined element (core/defined_memory.h) that differs bitwise between two runs' buffers, described; ""
+// when none does. Output rows of empty rows under the NaN convention only need to be NaN in both.
+std::string first_run_difference(const KernelCase& c, const OutputBuffer& a, const OutputBuffer& b) {
+  const CaseGeometry g = geometry(c);
+  const std::vector<std::uint8_t> empty = empty_query_rows(c, g);
+  const std::int64_t H = c.heads, dv = c.v_head_dim;
+  const auto same = [](float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0 || (std::isnan(x) && std::isnan(y)); };
+  const std::vector<RowSpan> rows = query_rows(g);
+  for (std::size_t s = 0; s < rows.size(); ++s)
+    for (std::int64_t row = rows[s].begin; row < rows[s].end; ++row)
+      for (std::int64_t h = 0; h < H; ++h) {
+        for (std::int64_t x = 0; x < dv; ++x) {
+          const std::int64_t at = (row * H + h) * dv + x;
+          const float va = a.out()[at], vb = b.out()[at];
+          const bool ok = std::memcmp(&va, &vb, sizeof va) == 0 || (empty[static_cast<std::size_t>(row)] && same(va, vb));
+          if (!ok)
+            return fmt::format("output element (b{}, h{}, i{}, d{}) differs between two runs: {} then {}", s, h,
+                               row - rows[s].begin, x, va, vb);
+        }
+        if (a.lse_written && b.lse_written && !empty[static_cast<std::size_t>(row)]) {
+          const float la = a.lse()[row * H + h], lb = b.lse()[row * H + h];
+          if (std::memcmp(&la, &lb, sizeof la) != 0)
+            return fmt::format("LSE of (b{}, h{}, i{}) differs between two runs: {} then {}", s, h, row - rows[s].begin,
+                               la, lb);
+        }
+      }
+  if (a.lse_written != b.lse_written) return "one run wrote the LSE and the other did not";
+  return "";
+}
+
 class Determinism : public Property {
  public:
   std::string_view name() const override { return "determinism"; }
@@ -148,22 +150,8 @@ class Determinism : public Property {
       const CaseTensors t = materialize(c);
       Run a, b;
       if (run_kernel(k, c, t, a, v) && run_kernel(k, c, t, b, v)) {
-        const auto differ = [](const float* x, const float* y, std::int64_t n) {
-          for (std::int64_t i = 0; i < n; ++i)
-            if (std::memcmp(x + i, y + i, sizeof(float)) != 0) return i;
-          return std::int64_t{-1};
-        };
-        const std::int64_t at = differ(a.buffer.out(), b.buffer.out(), a.buffer.out_elems());
-        const std::int64_t lse_at =
-            a.buffer.lse_written ? differ(a.buffer.lse(), b.buffer.lse(), a.buffer.lse_elems()) : -1;
-        if (at >= 0) {
-          v.kind = VerdictKind::kFail;
-          v.reason = fmt::format("output element {} differs between two runs: {} then {}", at, a.buffer.out()[at],
-                                 b.buffer.out()[at]);
-        } else if (lse_at >= 0) {
-          v.kind = VerdictKind::kFail;
-          v.reason = fmt::format("LSE element {} differs between two runs", lse_at);
-        }
+        v.reason = first_run_difference(c, a.buffer, b.buffer);
+        if (!v.reason.empty()) v.kind = VerdictKind::kFail;
       }
     }
     v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -193,7 +181,7 @@ class GqaRepeat : public Metamorphic {
     const std::int64_t group = c.group();
     return run_transformed(k, c2,
                            [&](TensorId id, std::int64_t b, std::int64_t p, std::int64_t h, std::int64_t ch) {
-                             return src(id, b, p, id == TensorId::kQ ? h : h / group, ch);
+                             return src(id, b, p, query_side(id) ? h : h / group, ch);
                            },
                            out, v);
   }
@@ -315,7 +303,7 @@ class PaddingInvariance : public Metamorphic {
     const ValueSource src = logical_values(c, t);
     return run_transformed(k, c2,
                            [&](TensorId id, std::int64_t b, std::int64_t p, std::int64_t h, std::int64_t ch) {
-                             return src(id, b, id == TensorId::kQ ? p : p - shift[static_cast<std::size_t>(b)], h, ch);
+                             return src(id, b, query_side(id) ? p : p - shift[static_cast<std::size_t>(b)], h, ch);
                            },
                            out, v);
   }
@@ -360,7 +348,7 @@ class ChunkedPrefill : public Metamorphic {
     if (!run_transformed(k, a, src, ra, v)) return false;
     if (!run_transformed(k, b2,
                          [&](TensorId id, std::int64_t b, std::int64_t p, std::int64_t h, std::int64_t ch) {
-                           return src(id, b, id == TensorId::kQ ? p + split[static_cast<std::size_t>(b)] : p, h, ch);
+                           return src(id, b, query_side(id) ? p + split[static_cast<std::size_t>(b)] : p, h, ch);
                          },
                          rb, v))
       return false;
@@ -466,10 +454,13 @@ const std::vector<const Property*>& all_properties() {
 #if defined(FLASHCHECK_HAVE_CUDA)
     v.push_back(&device_reference_property());
 #endif
+    v.insert(v.end(), gradient_properties().begin(), gradient_properties().end());
     return v;
   }();
   return all;
 }
+
+bool is_gradient_property(const Property& p) { return p.requirements().backward; }
 
 const Property* find_property(std::string_view name) {
   for (const Property* p : all_properties())

@@ -55,8 +55,13 @@ class Property {
   virtual Verdict check(Kernel& k, const KernelCase& c) const;
 };
 
-// The kernel-level properties, conformance first (what `--property all` and the gate's kernel runs mean).
+// The kernel-level properties, conformance first, then the gradient properties (what `--property all` and the
+// gate's kernel runs mean).
 const std::vector<const Property*>& all_properties();
+// The gradient properties alone (properties/gradient_properties.cc): judged on backward cases.
+const std::vector<const Property*>& gradient_properties();
+// Whether the property judges the backward (its cases are backward cases).
+bool is_gradient_property(const Property& p);
 // Any property by name; "integration" (and "integration-sdpa") is the integration property on hf-main.
 const Property* find_property(std::string_view name);
 

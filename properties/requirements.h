@@ -16,9 +16,18 @@ struct CaseRequirements {
   bool no_cache = false;    // no appended tokens
   bool seqused = false;     // the kernel must support seqused_k (the property adds it)
   bool leftpad = false;     // the kernel must support leftpad_k (the property adds it)
+  bool backward = false;    // backward cases (KernelCase::dout): the kernel's backward contract applies
+  bool fp32 = false;        // the kernel must take fp32 (the property runs its cases in fp32)
 };
+
+// The contract backward cases are drawn from: the forward contract less what the backward lacks (its `without`
+// features, its dtypes), with packed K/V and no cache (no backward API takes them).
+Contract backward_view(const Contract& k);
 
 // Why the kernel can never meet the requirements (the property is then unsupported for it), or "".
 std::string requirements_unmet(const Contract& k, const CaseRequirements& req);
+
+// The contract a property with these requirements draws its cases from (backward_view for backward properties).
+Contract generation_contract(const Contract& k, const CaseRequirements& req);
 
 }  // namespace flashcheck

@@ -27,7 +27,7 @@ rc::Gen<AnyCase> case_gen(const Property& p, const Kernel& k, const GenLimits& l
   // gen::map keeps the source generator's randomness and shrinks: a seed gives the same cases either way.
   if (p.level() == CaseLevel::kModel)
     return rc::gen::map(model_case_gen(model_lim), [](ModelCase m) { return AnyCase{std::move(m)}; });
-  return rc::gen::map(kernel_case_gen(run_contract(k, lim), p.requirements(), lim),
+  return rc::gen::map(kernel_case_gen(generation_contract(run_contract(k, lim), p.requirements()), p.requirements(), lim),
                       [](KernelCase c) { return AnyCase{std::move(c)}; });
 }
 

@@ -57,6 +57,7 @@ std::vector<std::string> classify(const KernelCase& c) {
   if (mod32) f.push_back("len=1mod32");
   if (c.data.v_onehot) f.push_back("onehot-v");
   if (c.slack != Slack{}) f.push_back("slack");
+  if (c.dout && c.dout->kind != DoutKind::kNormal) f.push_back(c.dout->kind == DoutKind::kZeroRows ? "dout-zero-rows" : "dout-onehot");
   return f;
 }
 
@@ -91,6 +92,7 @@ std::vector<std::string> required_coverage(const Contract& k, const CaseRequirem
   r.insert(r.end(), {"tile64-1", "tile64+0", "tile64+1", "len=1mod32"});
   for (KvStrides s : k.kv_strides)
     if (s != KvStrides::kContiguous) r.push_back(std::string("kv-") + std::string(to_string(s)));
+  if (req.backward) r.insert(r.end(), {"dout-zero-rows", "dout-onehot"});
   for (const auto& [feature, why] : k.coverage_exempt) r.erase(std::remove(r.begin(), r.end(), feature), r.end());
   return r;
 }
@@ -133,7 +135,7 @@ const std::vector<std::string>& required_model_coverage() {
 }
 
 std::vector<std::string> required_coverage(const Property& p, const Contract& k, std::int64_t cases) {
-  if (p.level() == CaseLevel::kKernel) return required_coverage(k, p.requirements());
+  if (p.level() == CaseLevel::kKernel) return required_coverage(generation_contract(k, p.requirements()), p.requirements());
   if (p.demands_model_coverage() && cases >= kModelCoverageMinCases) return required_model_coverage();
   return {};
 }

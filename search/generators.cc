@@ -177,6 +177,12 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
     // A kernel that needs finite unused slots gets zeros there: its contract says why, and campaigns look for
     // other bugs than the one it names.
     if (!k.finite_unused_slots.empty()) c.data.poison = false;
+    // --- the upstream gradient of a backward case, after everything the forward draws ---
+    if (req.backward) {
+      static const DoutKind kKinds[] = {DoutKind::kNormal, DoutKind::kZeroRows, DoutKind::kOneHot};
+      static const std::vector<double> kScales{1.0, 1.0 / 64, 8.0};
+      c.dout = DoutRecipe{kKinds[pick_weighted({6, 2, 2})], pick(kScales)};
+    }
     return c;
   });
 }
@@ -278,6 +284,7 @@ std::vector<KernelCase> simpler_cases(const KernelCase& c) {
   if (c.slack != Slack{}) with([](KernelCase& x) { x.slack = {}; });
   if (c.data.dist != Distribution::kNormal) with([](KernelCase& x) { x.data.dist = Distribution::kNormal; });
   if (c.data.v_onehot) with([](KernelCase& x) { x.data.v_onehot = false; });
+  if (c.dout && !(*c.dout == DoutRecipe{})) with([](KernelCase& x) { x.dout = DoutRecipe{}; });
   return out;
 }
 

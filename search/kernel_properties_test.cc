@@ -21,7 +21,7 @@ void check_property(const char* kernel_name, const char* property_name) {
   // Small cases: ctest runs each of these in its own process, and CI has two cores.
   GenLimits limits;
   limits.work_budget = 5e5;
-  const KernelCase c = *kernel_case_gen(k->contract(), p->requirements(), limits);
+  const KernelCase c = *kernel_case_gen(generation_contract(k->contract(), p->requirements()), p->requirements(), limits);
   const Verdict v = p->check(*k, c);
   RC_PRE(v.kind != VerdictKind::kUnsupported);
   RC_LOG() << summary(c) << "\n" << describe(v) << "\n";
@@ -37,7 +37,15 @@ void check_property(const char* kernel_name, const char* property_name) {
   RC_GTEST_PROP(Suite, BatchPermutation, ()) { check_property(kernel, "batch-permutation"); }     \
   RC_GTEST_PROP(Suite, PaddingInvariance, ()) { check_property(kernel, "padding-invariance"); }   \
   RC_GTEST_PROP(Suite, ChunkedPrefill, ()) { check_property(kernel, "chunked-prefill"); }         \
-  RC_GTEST_PROP(Suite, Robustness, ()) { check_property(kernel, "robustness"); }
+  RC_GTEST_PROP(Suite, Robustness, ()) { check_property(kernel, "robustness"); }                 \
+  RC_GTEST_PROP(Suite, GradConformance, ()) { check_property(kernel, "grad-conformance"); }     \
+  RC_GTEST_PROP(Suite, GradDeterminism, ()) { check_property(kernel, "grad-determinism"); }     \
+  RC_GTEST_PROP(Suite, GradGqa, ()) { check_property(kernel, "grad-gqa"); }                     \
+  RC_GTEST_PROP(Suite, GradVarlenPadded, ()) { check_property(kernel, "grad-varlen-padded"); }  \
+  RC_GTEST_PROP(Suite, GradBatchPermutation, ()) { check_property(kernel, "grad-batch-permutation"); } \
+  RC_GTEST_PROP(Suite, GradMaskedZero, ()) { check_property(kernel, "grad-masked-zero"); }      \
+  RC_GTEST_PROP(Suite, GradRobustness, ()) { check_property(kernel, "grad-robustness"); }       \
+  RC_GTEST_PROP(Suite, GradFiniteDifference, ()) { check_property(kernel, "grad-fd"); }
 
 FLASHCHECK_KERNEL_PROPERTIES(TiledCpu, "tiled-cpu")
 FLASHCHECK_KERNEL_PROPERTIES(TiledCpu16x32, "tiled-cpu-16x32")

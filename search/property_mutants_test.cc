@@ -59,6 +59,32 @@ TEST(PropertyKillsMutant, ChunkedPrefillTopLeftCausal) {
 TEST(PropertyKillsMutant, RobustnessSkipLastRow) { expect_killed_small({"robustness", "mutant-skip-last-row", 1, 1, 1}); }
 TEST(PropertyKillsMutant, RobustnessWritePastEnd) { expect_killed_small({"robustness", "mutant-write-past-end", 1, 1, 1}); }
 
+// The backward's defects, each caught by the gradient property written for it.
+TEST(PropertyKillsMutant, GradConformanceDqScaledTwice) {
+  expect_killed_small({"grad-conformance", "mutant-bw-dq-scaled-twice", 1, 1, 2});
+}
+TEST(PropertyKillsMutant, GradConformanceSoftcapDerivative) {
+  expect_killed_small({"grad-conformance", "mutant-bw-softcap-derivative", 1, 1, 4});
+}
+TEST(PropertyKillsMutant, GradDeterminismNondeterministicDq) {
+  // Three key tiles: two partial sums add up the same in either order.
+  expect_killed_small({"grad-determinism", "mutant-bw-nondeterministic-dq", 1, 1, 3 * 32});
+}
+TEST(PropertyKillsMutant, GradGqaFirstHeadOnly) { expect_killed_small({"grad-gqa", "mutant-bw-gqa-first-head", 1, 4, 2}); }
+TEST(PropertyKillsMutant, GradMaskedZeroNanDq) {
+  expect_killed_small({"grad-masked-zero", "mutant-bw-nan-dq-more-queries", 1, 1, 3});
+}
+TEST(PropertyKillsMutant, GradMaskedZeroDpsumWrongRow) {
+  expect_killed_small({"grad-masked-zero", "mutant-bw-dpsum-wrong-row", 1, 1, 3});
+}
+TEST(PropertyKillsMutant, GradFiniteDifferenceSkipLastKeyTile) {
+  expect_killed_small({"grad-fd", "mutant-bw-skip-last-key-tile", 1, 1, 33});  // a second key tile
+}
+TEST(PropertyKillsMutant, GradFiniteDifferenceWindowOffByOne) {
+  expect_killed_small({"grad-fd", "mutant-bw-window-off-by-one", 1, 1, 4});
+}
+TEST(PropertyKillsMutant, GradRobustnessDvTail) { expect_killed_small({"grad-robustness", "mutant-bw-dv-tail", 1, 1, 2}); }
+
 // And the correct kernel these mutants come from passes the same runs.
 TEST(PropertyKillsMutant, TheUnbrokenKernelPassesEveryProperty) {
   for (const Property* p : all_properties()) {

@@ -13,6 +13,7 @@ struct MutantInfo {
   std::string name;         // "mutant-<defect>"
   std::string description;  // one line: the defect
   std::string imitates;     // the real bug it imitates, or "" when it is a generic class
+  bool backward = false;    // a backward defect: the forward is tiled-cpu's own, the gradient properties hunt it
 };
 
 const std::vector<MutantInfo>& mutant_catalog();

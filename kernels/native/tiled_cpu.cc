@@ -95,6 +95,12 @@ Contract TiledCpuKernel::tiled_contract(const TiledConfig& cfg) {
   k.deterministic = true;
   k.writes_into_buffer = true;
   k.notes = {"LSE of an empty row is +inf (FA2 convention); empty rows are not compared on LSE"};
+  k.backward.available = true;
+  k.backward.deterministic = true;
+  k.backward.zeroes_unused_keys = true;
+  k.backward.writes_into_buffer = true;
+  k.backward.notes = {"FlashAttention-2's backward: P recomputed per tile from the saved LSE, dpsum = rowsum(dO * O), "
+                      "dS rounded to the input dtype for the dQ/dK GEMMs, dK/dV of a KV head summed over its group"};
   return k;
 }
 

@@ -41,6 +41,16 @@ struct TiledFaults {
   bool nondeterministic_order = false;  // key tiles visited in an order that changes between runs
   bool segfault_tile_overrun = false;   // dies with SIGSEGV when a key length is one past a whole 32-key tile
   bool read_past_end = false;           // the last sequence's keys run to the end of the K buffer
+  // Backward defects (run_backward only; the forward stays correct).
+  bool bw_gqa_first_head_only = false;   // dK/dV of a KV head from the first query head of its group only
+  bool bw_dpsum_wrong_row = false;       // dpsum (rowsum(dO * O)) of row i taken from row i + 1 of its tile
+  bool bw_drop_softcap_derivative = false;  // dS not multiplied by 1 - tanh^2 under softcap
+  bool bw_window_off_by_one = false;     // left window bound exclusive in the backward only
+  bool bw_skip_last_key_tile = false;    // the last key tile of a sequence gets no dK/dV (its dQ share stays)
+  bool bw_dq_scaled_twice = false;       // dQ multiplied by the softmax scale twice
+  bool bw_empty_row_lse_minus_inf = false;  // rows without a key recompute P with LSE -inf: exp(-inf + inf) = NaN
+  bool bw_nondeterministic_dq = false;   // dQ accumulated over key tiles in an order that changes between runs
+  bool bw_dv_tail_dropped = false;       // dV channels past the last multiple of 8 never written (dv % 8 != 0)
 };
 
 }  // namespace detail
@@ -52,6 +62,8 @@ class TiledCpuKernel : public Kernel {
   std::string_view name() const override { return name_; }
   const Contract& contract() const override { return contract_; }
   void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override;
+  // FlashAttention-2's backward (kernels/native/tiled_cpu_backward.cc).
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override;
   bool is_mutant() const override { return !mutant_description_.empty(); }
   std::string_view mutant_description() const override { return mutant_description_; }
 
@@ -63,7 +75,7 @@ class TiledCpuKernel : public Kernel {
   detail::TiledFaults faults_;
   std::string mutant_description_;
   Contract contract_;
-  unsigned runs_ = 0;  // drives the nondeterministic-order fault
+  unsigned runs_ = 0;  // drives the nondeterministic-order faults
 };
 
 // Registers tiled-cpu (64 x 64 tiles) and tiled-cpu-16x32 (small tiles: more tile boundaries per case).

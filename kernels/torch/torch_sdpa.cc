@@ -12,6 +12,7 @@
 #include <ATen/ops/as_strided.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
@@ -72,15 +73,16 @@ SequenceKv gather(const KernelCase& c, const ValueSource& values, const SeqGeome
   return kv;
 }
 
-// (1, heads, L, dim) tensor from (L, heads, dim) rows, presented with the case's K/V strides.
-at::Tensor bhsd(const std::vector<float>& rows, std::int64_t len, std::int64_t heads, std::int64_t dim, DType dt,
-                KvStrides strides, std::int64_t expand_to) {
-  at::Tensor t = torch_bridge::from_values(rows, {1, len, heads, dim}, dt).permute({0, 2, 1, 3});
+// (1, heads, L, dim) view of a (1, L, heads, dim) tensor, presented with the case's K/V strides. Differentiable:
+// the backward takes the gradients of the (1, L, heads, dim) leaf.
+at::Tensor bhsd(const at::Tensor& bshd, KvStrides strides, std::int64_t expand_to) {
+  at::Tensor t = bshd.permute({0, 2, 1, 3});
   if (strides == KvStrides::kContiguous) return t.contiguous();
+  const std::int64_t heads = t.size(1), len = t.size(2), dim = t.size(3);
   if (strides == KvStrides::kExpanded) return t.contiguous().expand({1, expand_to, len, dim});
   // Gapped: every row padded by 8 elements, every head by 3 rows; the innermost dimension stays dense.
   at::Tensor big = at::full({1, heads, len + 3, dim + 8}, std::numeric_limits<float>::quiet_NaN(),
-                            at::TensorOptions().dtype(torch_bridge::scalar_type(dt)));
+                            at::TensorOptions().dtype(bshd.scalar_type()));
   at::Tensor view = big.narrow(2, 0, len).narrow(3, 0, dim);
   view.copy_(t);
   return view;
@@ -103,6 +105,11 @@ class TorchSdpaAttention : public Kernel {
                "paged / kv cache / leftpad / seqused_k: the adapter gathers the logical keys of each sequence",
                "bottom-right causal and windows: an explicit additive mask (0 / -inf) in the query dtype",
                "GQA: K/V passed with Hk heads"};
+    k.backward.available = true;
+    k.backward.zeroes_unused_keys = true;
+    k.backward.writes_into_buffer = false;
+    k.backward.notes = {"LibTorch autograd through the forward call, one sequence at a time; the adapter writes zeros "
+                        "into the allocated keys outside a sequence"};
     if (op == Op::kCudaSdpa) {
       describe_cuda_backend();
     } else if (op == Op::kCpuMath) {
@@ -121,6 +128,11 @@ class TorchSdpaAttention : public Kernel {
       k.dv_differs = Support::kNo;  // "Q/K/V should have the same head size"
       k.returns_lse = true;
       k.notes.push_back("LSE is returned in fp32; empty rows get LSE 0 and are not compared");
+      // Known defect, kept out of generated cases so that campaigns look for other bugs; the fixture keeps it.
+      k.backward.dtypes = {DType::kF32};
+      k.backward.notes.push_back(
+          "fp32 only: in fp16/bf16 the op accumulates dQ, dK and dV across blocks and across the query heads of a "
+          "group in the input dtype, past the rule (fixtures/found/cpu-flash-backward-reduced-precision-accumulation.json)");
     }
   }
 
@@ -167,60 +179,16 @@ class TorchSdpaAttention : public Kernel {
   void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
     const CaseGeometry g = geometry(c);
     const ValueSource values = logical_values(c, in);
-    const MaskRule rule = mask_rule(c);
-    const std::int64_t H = c.heads, Hk = c.kv_heads, d = c.head_dim, dv = c.v_head_dim;
-    const at::ScalarType st = torch_bridge::scalar_type(c.dtype);
+    const std::int64_t H = c.heads, dv = c.v_head_dim;
     for (std::size_t b = 0; b < c.seqs.size(); ++b) {
       const SeqGeometry& sg = g.seqs[b];
-      const std::int64_t lq = sg.lq;
-      const SequenceKv kv = gather(c, values, sg, static_cast<std::int64_t>(b));
-      const std::int64_t lk = kv.lk;
-      std::vector<float> qrows(in.q.data.begin() + sg.q_start * H * d, in.q.data.begin() + (sg.q_start + lq) * H * d);
-      const at::Device dev = op_ == Op::kCudaSdpa ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-      const at::Tensor q = torch_bridge::from_values(qrows, {1, lq, H, d}, c.dtype).permute({0, 2, 1, 3}).contiguous().to(dev);
-      const at::Tensor k = bhsd(kv.k, lk, Hk, d, c.dtype, c.kv_strides, H).to(dev);
-      const at::Tensor v = bhsd(kv.v, lk, Hk, dv, c.dtype, c.kv_strides, H).to(dev);
-
-      // Native is_causal is top-left; anything else becomes an explicit mask.
-      const bool windowed = rule.left >= 0 || rule.right >= 0;
-      const bool plain_top_left_causal =
-          c.causal && rule.left < 0 && (c.alignment == Alignment::kTopLeft || lq == lk);
-      std::optional<at::Tensor> mask;
-      if (windowed && !plain_top_left_causal) {
-        const std::int64_t off = c.alignment == Alignment::kBottomRight ? lk - lq : 0;
-        std::vector<float> m(static_cast<std::size_t>(lq * lk), -std::numeric_limits<float>::infinity());
-        for (std::int64_t i = 0; i < lq; ++i)
-          for (std::int64_t j = 0; j < lk; ++j) {
-            const bool right_ok = rule.right < 0 || j <= i + off + rule.right;
-            const bool left_ok = rule.left < 0 || j >= i + off - rule.left;
-            if (right_ok && left_ok) m[static_cast<std::size_t>(i * lk + j)] = 0.0f;
-          }
-        mask = torch_bridge::from_values(m, {lq, lk}, c.dtype).to(dev);
-        // The public SDPA takes a boolean mask (True = attend), as users pass it.
-        if (op_ == Op::kCudaSdpa) mask = mask->eq(0);
-      }
-      const double scale = c.softmax_scale();
-      at::Tensor o, lse;
-      if (op_ == Op::kCudaSdpa) {
-        const ForcedBackend forced(backend_);
-        at::Tensor kk = k, vv = v;
-        if (backend_ == SdpaBackend::kEfficient && H != k.size(1)) {  // no enable_gqa in this backend
-          kk = k.repeat_interleave(H / k.size(1), 1);
-          vv = v.repeat_interleave(H / v.size(1), 1);
-        }
-        o = at::scaled_dot_product_attention(q, kk, vv, mask, 0.0, plain_top_left_causal, scale,
-                                             /*enable_gqa=*/H != kk.size(1));
-      } else if (op_ == Op::kCpuMath) {
-        o = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, mask, 0.0, plain_top_left_causal, std::nullopt,
-                                                                scale, /*enable_gqa=*/H != k.size(1)));
-      } else {
-        std::tie(o, lse) = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, plain_top_left_causal, mask, scale);
-      }
-      if (o.scalar_type() != st) throw std::runtime_error(fmt::format("{} returned dtype {}", name_, c10::toString(o.scalar_type())));
+      const Leaves x = leaves(c, in, values, sg, static_cast<std::int64_t>(b), false);
+      at::Tensor lse;
+      const at::Tensor o = attend(c, x, sg.lq, &lse);
       // (1, H, Lq, dv) -> packed rows (Lq, H, dv).
       const std::vector<float> rows = torch_bridge::to_values(o.permute({0, 2, 1, 3}));
-      if (static_cast<std::int64_t>(rows.size()) != lq * H * dv)
-        throw std::runtime_error(fmt::format("{} returned {} values, expected {}", name_, rows.size(), lq * H * dv));
+      if (static_cast<std::int64_t>(rows.size()) != sg.lq * H * dv)
+        throw std::runtime_error(fmt::format("{} returned {} values, expected {}", name_, rows.size(), sg.lq * H * dv));
       std::copy(rows.begin(), rows.end(), out.out() + sg.q_start * H * dv);
       if (lse.defined()) {
         const std::vector<float> l = torch_bridge::to_values(lse.permute({0, 2, 1}));  // (Lq, H)
@@ -230,7 +198,105 @@ class TorchSdpaAttention : public Kernel {
     }
   }
 
+  // The gradients through LibTorch's autograd of the very call run() makes, one sequence at a time; the
+  // allocated keys outside a sequence get zeros (the contract's zeroes_unused_keys).
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+    const CaseGeometry g = geometry(c);
+    const ValueSource values = logical_values(c, in);
+    const std::int64_t H = c.heads, Hk = c.kv_heads, d = c.head_dim, dv = c.v_head_dim;
+    for (std::size_t b = 0; b < c.seqs.size(); ++b) {
+      const SeqGeometry& sg = g.seqs[b];
+      const Leaves x = leaves(c, in, values, sg, static_cast<std::int64_t>(b), true);
+      const at::Tensor o = attend(c, x, sg.lq, nullptr);
+      std::vector<float> go(in.dout.data.begin() + sg.q_start * H * dv, in.dout.data.begin() + (sg.q_start + sg.lq) * H * dv);
+      const at::Tensor dout =
+          torch_bridge::from_values(go, {1, sg.lq, H, dv}, c.dtype).permute({0, 2, 1, 3}).to(o.device());
+      const torch::autograd::variable_list gr =
+          torch::autograd::grad({o}, {x.q, x.k, x.v}, {dout}, /*retain_graph=*/false, /*create_graph=*/false,
+                                /*allow_unused=*/true);
+      const auto rows_of = [](const at::Tensor& t, std::int64_t n) {
+        return t.defined() ? torch_bridge::to_values(t) : std::vector<float>(static_cast<std::size_t>(n), 0.0f);
+      };
+      const std::vector<float> dq = rows_of(gr[0], sg.lq * H * d), dk = rows_of(gr[1], sg.lk * Hk * d),
+                               dvv = rows_of(gr[2], sg.lk * Hk * dv);
+      std::copy(dq.begin(), dq.end(), grads.dq() + sg.q_start * H * d);
+      // The allocation: zeros, then the used keys [p0, kv_end) at their storage rows.
+      std::fill(grads.dk() + sg.k_start * Hk * d, grads.dk() + (sg.k_start + sg.k_alloc) * Hk * d, 0.0f);
+      std::fill(grads.dv() + sg.k_start * Hk * dv, grads.dv() + (sg.k_start + sg.k_alloc) * Hk * dv, 0.0f);
+      std::copy(dk.begin(), dk.end(), grads.dk() + (sg.k_start + sg.p0) * Hk * d);
+      std::copy(dvv.begin(), dvv.end(), grads.dv() + (sg.k_start + sg.p0) * Hk * dv);
+    }
+  }
+
  private:
+  // One sequence's inputs as (1, L, heads, dim) tensors on the kernel's device (leaves of the autograd graph
+  // when `grad`): its query rows and its logical keys, whatever the storage.
+  struct Leaves {
+    at::Tensor q, k, v;
+  };
+  Leaves leaves(const KernelCase& c, const CaseTensors& in, const ValueSource& values, const SeqGeometry& sg,
+                std::int64_t b, bool grad) const {
+    const std::int64_t H = c.heads, Hk = c.kv_heads, d = c.head_dim, dv = c.v_head_dim;
+    const SequenceKv kv = gather(c, values, sg, b);
+    std::vector<float> qrows(in.q.data.begin() + sg.q_start * H * d, in.q.data.begin() + (sg.q_start + sg.lq) * H * d);
+    const at::Device dev = op_ == Op::kCudaSdpa ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+    Leaves x{torch_bridge::from_values(qrows, {1, sg.lq, H, d}, c.dtype).to(dev),
+             torch_bridge::from_values(kv.k, {1, kv.lk, Hk, d}, c.dtype).to(dev),
+             torch_bridge::from_values(kv.v, {1, kv.lk, Hk, dv}, c.dtype).to(dev)};
+    if (grad)
+      for (at::Tensor* t : {&x.q, &x.k, &x.v}) t->set_requires_grad(true);
+    return x;
+  }
+
+  // The op's output (1, H, Lq, dv) for one sequence, and its LSE where the op returns one. Native is_causal is
+  // top-left; every other visibility pattern becomes an explicit mask.
+  at::Tensor attend(const KernelCase& c, const Leaves& x, std::int64_t lq, at::Tensor* lse) const {
+    const MaskRule rule = mask_rule(c);
+    const std::int64_t H = c.heads, lk = x.k.size(1);
+    const at::Tensor q = x.q.permute({0, 2, 1, 3}).contiguous();
+    const at::Tensor k = bhsd(x.k, c.kv_strides, H);
+    const at::Tensor v = bhsd(x.v, c.kv_strides, H);
+    const at::Device dev = q.device();
+    const bool windowed = rule.left >= 0 || rule.right >= 0;
+    const bool plain_top_left_causal = c.causal && rule.left < 0 && (c.alignment == Alignment::kTopLeft || lq == lk);
+    std::optional<at::Tensor> mask;
+    if (windowed && !plain_top_left_causal) {
+      const std::int64_t off = c.alignment == Alignment::kBottomRight ? lk - lq : 0;
+      std::vector<float> m(static_cast<std::size_t>(lq * lk), -std::numeric_limits<float>::infinity());
+      for (std::int64_t i = 0; i < lq; ++i)
+        for (std::int64_t j = 0; j < lk; ++j) {
+          const bool right_ok = rule.right < 0 || j <= i + off + rule.right;
+          const bool left_ok = rule.left < 0 || j >= i + off - rule.left;
+          if (right_ok && left_ok) m[static_cast<std::size_t>(i * lk + j)] = 0.0f;
+        }
+      mask = torch_bridge::from_values(m, {lq, lk}, c.dtype).to(dev);
+      // The public SDPA takes a boolean mask (True = attend), as users pass it.
+      if (op_ == Op::kCudaSdpa) mask = mask->eq(0);
+    }
+    const double scale = c.softmax_scale();
+    at::Tensor o;
+    if (op_ == Op::kCudaSdpa) {
+      const ForcedBackend forced(backend_);
+      at::Tensor kk = k, vv = v;
+      if (backend_ == SdpaBackend::kEfficient && H != k.size(1)) {  // no enable_gqa in this backend
+        kk = k.repeat_interleave(H / k.size(1), 1);
+        vv = v.repeat_interleave(H / v.size(1), 1);
+      }
+      o = at::scaled_dot_product_attention(q, kk, vv, mask, 0.0, plain_top_left_causal, scale,
+                                           /*enable_gqa=*/H != kk.size(1));
+    } else if (op_ == Op::kCpuMath) {
+      o = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, mask, 0.0, plain_top_left_causal, std::nullopt,
+                                                              scale, /*enable_gqa=*/H != k.size(1)));
+    } else {
+      at::Tensor l;
+      std::tie(o, l) = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, plain_top_left_causal, mask, scale);
+      if (lse) *lse = l;
+    }
+    if (o.scalar_type() != torch_bridge::scalar_type(c.dtype))
+      throw std::runtime_error(fmt::format("{} returned dtype {}", name_, c10::toString(o.scalar_type())));
+    return o;
+  }
+
   // Contracts of the public SDPA with one backend forced (torch 2.11 sdp_utils gates).
   void describe_cuda_backend() {
     Contract& k = contract_;
@@ -275,6 +341,8 @@ class TorchSdpaAttention : public Kernel {
         k.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
         break;
     }
+    // The flash, memory-efficient and cuDNN backwards accumulate dQ (and dK/dV across query blocks) with atomics.
+    k.backward.deterministic = backend_ == SdpaBackend::kMath;
   }
 
   Op op_;

@@ -21,6 +21,13 @@ struct RowStats {
   double lse_noise = 0;  // its fp32 sensitivity, units of u
 };
 
+// One key's share of a row's backward (ExactRow::backward): its softmax weight P_j, the gradient ds_j of the loss
+// w.r.t. its logit before the softcap (scale * q.k_j), and the fp32 sensitivities of both (units of u).
+struct KeyGrad {
+  double p = 0, ds = 0;
+  double p_noise = 0, ds_noise = 0;
+};
+
 // Holds the allowed keys of one row and the scratch of the computation; reused across rows so that the
 // loop over a case allocates nothing once warm.
 class ExactRow {
@@ -42,10 +49,20 @@ class ExactRow {
   // key: rows without one follow the caller's empty-row convention. A NaN logit makes the row NaN.
   RowStats compute(const float* q, double* out, double* noise);
 
+  // The backward of the row computed last, for the upstream gradient dout[dv]: writes dq[d] and dq_noise[d]
+  // (dq = scale sum_j ds_j k_j) and returns every key's share, in the order the keys were added, from which the
+  // caller accumulates dK_j += scale ds_j q and dV_j += P_j dout. `out`/`out_noise` are compute()'s.
+  const std::vector<KeyGrad>& backward(const float* dout, const double* out, const double* out_noise, double* dq,
+                                       double* dq_noise);
+
  private:
   RowShape shape_;
   std::vector<const float*> k_, v_;
   std::vector<double> logits_, abs_weighted_;
+  // Kept by compute() for backward(): the weights, tanh(s_j / cap) with softcap, the logit sensitivity.
+  std::vector<double> weights_, tanh_;
+  double logit_sens_ = 0;
+  std::vector<KeyGrad> key_grads_;
 };
 
 }  // namespace flashcheck::reference

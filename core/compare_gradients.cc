@@ -1,0 +1,157 @@
+// The gradient comparators of core/compare.h: the tolerance rule applied to dQ, dK and dV on their defined rows.
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "core/compare.h"
+#include "core/defined_memory.h"
+#include "core/geometry.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One gradient tensor: its defined rows per sequence and its row shape (heads x dim).
+struct TensorRows {
+  const char* name;
+  std::vector<RowSpan> rows;
+  std::int64_t heads, dim;
+};
+
+std::array<TensorRows, 3> gradient_rows(const KernelCase& c, bool zero_unused_keys) {
+  const CaseGeometry g = geometry(c);
+  const std::vector<RowSpan> keys = key_rows(g, zero_unused_keys);
+  return {TensorRows{"dq", query_rows(g), c.heads, c.head_dim}, TensorRows{"dk", keys, c.kv_heads, c.head_dim},
+          TensorRows{"dv", keys, c.kv_heads, c.v_head_dim}};
+}
+
+const std::vector<double>& part(const GradientResult& r, int which) { return which == 0 ? r.dq : which == 1 ? r.dk : r.dv; }
+const std::vector<double>& noise_part(const GradientResult& r, int which) {
+  return which == 0 ? r.dq_noise : which == 1 ? r.dk_noise : r.dv_noise;
+}
+
+// Visits every defined element of one gradient: f(at, loc) with loc's b/h/i/d filled.
+template <class F>
+void for_each_defined(const TensorRows& t, F&& f) {
+  for (std::size_t s = 0; s < t.rows.size(); ++s)
+    for (std::int64_t row = t.rows[s].begin; row < t.rows[s].end; ++row)
+      for (std::int64_t h = 0; h < t.heads; ++h)
+        for (std::int64_t x = 0; x < t.dim; ++x)
+          f(static_cast<std::size_t>((row * t.heads + h) * t.dim + x),
+            ElementLoc{static_cast<std::int64_t>(s), h, row - t.rows[s].begin, x});
+}
+
+Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vector<double>& got,
+                       const std::vector<double>& truth, const std::vector<double>& base, const std::vector<double>& noise) {
+  Comparison cmp;
+  cmp.tensor = t.name;
+  const double k_max = tolerance::k_max(c.softcap > 0), extra = tolerance::grad_extra_floor(c.softcap > 0);
+  double worst = -1, err_sum = 0, base_sum = 0, mean_floor_sum = 0, spacing_sum = 0, floor_max = 0;
+  for_each_defined(t, [&](std::size_t at, ElementLoc loc) {
+    const double o = got[at], r = truth[at], p = base[at];
+    loc.out = o;
+    loc.truth = r;
+    loc.baseline = p;
+    ++cmp.compared;
+    double e = std::fabs(o - r);
+    if (!std::isfinite(o) || !std::isfinite(r)) {
+      ++cmp.nonfinite;
+      e = kInf;
+    }
+    const double sp = rounding_floor(c.dtype, r);
+    double be = std::fabs(p - r);
+    if (!std::isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
+    const double nz = noise.empty() ? 0.0 : noise[at];
+    floor_max = std::max(floor_max, tolerance::max_floor(sp, nz));
+    mean_floor_sum += tolerance::mean_floor(sp, nz);
+    spacing_sum += sp;
+    err_sum += std::isfinite(e) ? e : 0.0;
+    base_sum += be;
+    cmp.base_max = std::max(cmp.base_max, be);
+    if (e > worst) {
+      worst = e;
+      cmp.worst = loc;
+    }
+  });
+  cmp.floor = floor_max + extra;
+  cmp.err_max = worst < 0 ? 0.0 : worst;
+  cmp.bound = k_max * cmp.base_max + cmp.floor;
+  const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
+  const std::int64_t cells = t.dim > 0 ? cmp.compared / t.dim : 0;
+  cmp.err_mean = cmp.nonfinite ? kInf : err_sum / n;
+  cmp.base_mean = base_sum / n;
+  cmp.mean_bound = tolerance::kMean * cmp.base_mean +
+                   tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, std::max<std::int64_t>(cells, 1)) + extra;
+  for_each_defined(t, [&](std::size_t at, const ElementLoc&) {
+    cmp.mismatches += std::fabs(got[at] - truth[at]) <= cmp.bound ? 0 : 1;  // NaN counts
+  });
+  return cmp;
+}
+
+Comparison compare_pair_one(const TensorRows& t, const std::vector<double>& a, const std::vector<double>& b, double bound) {
+  Comparison cmp;
+  cmp.tensor = t.name;
+  cmp.bound = bound;
+  double worst = -1, sum = 0;
+  for_each_defined(t, [&](std::size_t at, ElementLoc loc) {
+    const double va = a[at], vb = b[at];
+    loc.out = vb;
+    loc.truth = va;
+    loc.baseline = va;
+    ++cmp.compared;
+    double e = std::fabs(va - vb);
+    if (!std::isfinite(va) || !std::isfinite(vb)) {
+      ++cmp.nonfinite;
+      e = kInf;
+    }
+    sum += std::isfinite(e) ? e : 0.0;
+    if (!(e <= bound)) ++cmp.mismatches;
+    if (e > worst) {
+      worst = e;
+      cmp.worst = loc;
+    }
+  });
+  cmp.err_max = worst < 0 ? 0.0 : worst;
+  cmp.err_mean = cmp.nonfinite ? kInf : sum / static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
+  cmp.mean_bound = kInf;  // a pair has no baseline: only the max bound applies
+  return cmp;
+}
+
+}  // namespace
+
+const Comparison& GradientComparisons::decisive() const {
+  for (const Comparison* c : {&dq, &dk, &dv})
+    if (!failure_reason(*c).empty()) return *c;
+  const Comparison* best = &dq;
+  for (const Comparison* c : {&dk, &dv})
+    if (c->bound_use() > best->bound_use()) best = c;
+  return *best;
+}
+
+GradientComparisons compare_gradients(const KernelCase& c, const GradientResult& got, const GradientResult& truth,
+                                      const GradientResult& baseline, bool zero_unused_keys) {
+  const auto rows = gradient_rows(c, zero_unused_keys);
+  Comparison out[3];
+  for (int w = 0; w < 3; ++w)
+    out[w] = compare_one(c, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w), part(baseline, w), noise_part(truth, w));
+  return {out[0], out[1], out[2]};
+}
+
+GradientComparisons compare_gradient_pair(const KernelCase& c, const GradientResult& a, const GradientResult& b,
+                                          const GradientComparisons& bounds, bool zero_unused_keys) {
+  const auto rows = gradient_rows(c, zero_unused_keys);
+  const double bound[3] = {bounds.dq.bound, bounds.dk.bound, bounds.dv.bound};
+  Comparison out[3];
+  for (int w = 0; w < 3; ++w) out[w] = compare_pair_one(rows[static_cast<std::size_t>(w)], part(a, w), part(b, w), bound[w]);
+  return {out[0], out[1], out[2]};
+}
+
+std::string failure_reason(const GradientComparisons& g) {
+  for (const Comparison* c : {&g.dq, &g.dk, &g.dv})
+    if (std::string why = failure_reason(*c); !why.empty()) return c->tensor + ": " + why;
+  return "";
+}
+
+}  // namespace flashcheck
