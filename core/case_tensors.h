@@ -50,8 +50,11 @@ struct GradientResult {
   std::vector<double> dq;  // (q_rows, H, d)
   std::vector<double> dk;  // (kv_rows, Hk, d)
   std::vector<double> dv;  // (kv_rows, Hk, dv)
-  // References only: each element's first-order sensitivity to fp32 rounding, units of u (core/tolerance.h).
+  // References only: each element's first-order sensitivity to fp32 rounding, units of u (core/tolerance.h), and
+  // the magnitude of its terms (the root sum of their squares, dpsum's dependence on the output's rounding included;
+  // reference/host/exact_row.h KeyGrad): the scale at which a kernel that rounds its terms to the dtype errs.
   std::vector<double> dq_noise, dk_noise, dv_noise;
+  std::vector<double> dq_terms, dk_terms, dv_terms;
 };
 
 // The shapes materialize() gives the tensors of a validated case (k_new/v_new empty without a cache),

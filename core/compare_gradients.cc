@@ -31,6 +31,9 @@ const std::vector<double>& part(const GradientResult& r, int which) { return whi
 const std::vector<double>& noise_part(const GradientResult& r, int which) {
   return which == 0 ? r.dq_noise : which == 1 ? r.dk_noise : r.dv_noise;
 }
+const std::vector<double>& terms_part(const GradientResult& r, int which) {
+  return which == 0 ? r.dq_terms : which == 1 ? r.dk_terms : r.dv_terms;
+}
 
 // Visits every defined element of one gradient: f(at, loc) with loc's b/h/i/d filled.
 template <class F>
@@ -43,8 +46,17 @@ void for_each_defined(const TensorRows& t, F&& f) {
             ElementLoc{static_cast<std::int64_t>(s), h, row - t.rows[s].begin, x});
 }
 
+// A truth past the dtype's range rounds to an infinity: the dtype's infinity or largest value of its sign is then
+// the best a kernel can return (an fp16 dK of 8e4), and such an element is not judged further.
+bool beyond_range(DType dt, double truth, double out) {
+  const double rounded = round_to(dt, truth);
+  if (!std::isinf(rounded) || !std::isfinite(truth)) return false;
+  return (out > 0) == (truth > 0) && std::fabs(out) >= detail::format_of(dt).max_finite;
+}
+
 Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vector<double>& got,
-                       const std::vector<double>& truth, const std::vector<double>& base, const std::vector<double>& noise) {
+                       const std::vector<double>& truth, const std::vector<double>& base, const std::vector<double>& noise,
+                       const std::vector<double>& terms) {
   Comparison cmp;
   cmp.tensor = t.name;
   const double k_max = tolerance::k_max(c.softcap > 0), extra = tolerance::grad_extra_floor(c.softcap > 0);
@@ -55,12 +67,16 @@ Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vect
     loc.truth = r;
     loc.baseline = p;
     ++cmp.compared;
+    if (beyond_range(c.dtype, r, o)) return;
     double e = std::fabs(o - r);
     if (!std::isfinite(o) || !std::isfinite(r)) {
       ++cmp.nonfinite;
       e = kInf;
     }
-    const double sp = rounding_floor(c.dtype, r);
+    // The dtype floor at the magnitude of the element's terms: a flash backward rounds its terms (FA2 rounds every
+    // dS to the dtype and takes dpsum from the rounded output), and where they cancel, that scale, not |truth|, is
+    // the scale of its rounding error.
+    const double sp = rounding_floor(c.dtype, terms.empty() ? r : std::max(std::fabs(r), terms[at]));
     double be = std::fabs(p - r);
     if (!std::isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
     const double nz = noise.empty() ? 0.0 : noise[at];
@@ -85,6 +101,7 @@ Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vect
   cmp.mean_bound = tolerance::kMean * cmp.base_mean +
                    tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, std::max<std::int64_t>(cells, 1)) + extra;
   for_each_defined(t, [&](std::size_t at, const ElementLoc&) {
+    if (beyond_range(c.dtype, truth[at], got[at])) return;
     cmp.mismatches += std::fabs(got[at] - truth[at]) <= cmp.bound ? 0 : 1;  // NaN counts
   });
   return cmp;
@@ -101,8 +118,8 @@ Comparison compare_pair_one(const TensorRows& t, const std::vector<double>& a, c
     loc.truth = va;
     loc.baseline = va;
     ++cmp.compared;
-    double e = std::fabs(va - vb);
-    if (!std::isfinite(va) || !std::isfinite(vb)) {
+    double e = va == vb ? 0.0 : std::fabs(va - vb);  // the same infinity twice: a gradient past the dtype's range
+    if (!(va == vb) && (!std::isfinite(va) || !std::isfinite(vb))) {
       ++cmp.nonfinite;
       e = kInf;
     }
@@ -135,7 +152,8 @@ GradientComparisons compare_gradients(const KernelCase& c, const GradientResult&
   const auto rows = gradient_rows(c, zero_unused_keys);
   Comparison out[3];
   for (int w = 0; w < 3; ++w)
-    out[w] = compare_one(c, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w), part(baseline, w), noise_part(truth, w));
+    out[w] = compare_one(c, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w), part(baseline, w),
+                         noise_part(truth, w), terms_part(truth, w));
   return {out[0], out[1], out[2]};
 }
 

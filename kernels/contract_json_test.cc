@@ -43,6 +43,26 @@ TEST(ContractJson, EveryBuiltinContractSurvivesTheRoundTrip) {
   }
 }
 
+TEST(ContractJson, TheBackwardIsDeclaredOrAbsent) {
+  EXPECT_FALSE(contract_from_json({{"dtypes", {"bf16"}}}, "x").backward.available);
+  const Contract c = contract_from_json(
+      {{"dtypes", {"bf16", "fp32"}}, {"backward", {{"deterministic", false}, {"without", {"softcap", "leftpad"}}, {"dtypes", {"fp32"}}}}},
+      "x");
+  EXPECT_TRUE(c.backward.available);
+  EXPECT_FALSE(c.backward.deterministic);
+  EXPECT_TRUE(c.backward.zeroes_unused_keys);
+  EXPECT_EQ(c.backward.without, (std::vector<std::string>{"softcap", "leftpad"}));
+  EXPECT_EQ(c.backward.dtypes, (std::vector<DType>{DType::kF32}));
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"backward", true}}),
+            "lib.so: backward: must be an object (deterministic, zeroes_unused_keys, writes_into_buffer, without, dtypes, notes)");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"backward", {{"without", {"paging"}}}}}),
+            "lib.so: backward.without[0]: unknown feature \"paging\"");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"backward", {{"deterministic", 1}}}}),
+            "lib.so: backward.deterministic: must be true or false");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"backward", {{"dtypes", {"fp8"}}}}}), "lib.so: backward.dtypes[0]: unknown dtype \"fp8\"");
+  EXPECT_EQ(error_of({{"dtypes", {"bf16"}}, {"backward", {{"fast", true}}}}), "lib.so: backward.fast: unknown field");
+}
+
 TEST(ContractJson, ErrorsNameTheSourceTheFieldAndTheReason) {
   const nlohmann::json ok = {{"dtypes", {"bf16"}}};
   EXPECT_EQ(error_of(ok), "");

@@ -145,3 +145,52 @@ TEST(Contract, AKernelThatNeedsFiniteUnusedSlotsIsNotGivenNaNThere) {
 
 }  // namespace
 }  // namespace flashcheck
+
+namespace flashcheck {
+namespace {
+
+TEST(BackwardContract, BackwardCasesNeedABackwardAndMeetItsLimits) {
+  Contract k;
+  k.bottom_right = k.softcap = k.gqa = k.leftpad = Support::kNative;
+  k.dtypes = {DType::kBF16, DType::kF32};
+  KernelCase c;
+  c.dtype = DType::kBF16;
+  c.seqs = {{.q_len = 2, .k_len = 3}};
+  EXPECT_TRUE(check_backward_contract(k, c).supported);  // a forward case: the forward contract only
+  c.dout = DoutRecipe{};
+  EXPECT_EQ(check_backward_contract(k, c).reason, "has no backward (its contract computes the forward only)");
+  k.backward.available = true;
+  EXPECT_TRUE(check_backward_contract(k, c).supported);
+  k.backward.without = {"softcap"};
+  c.softcap = 10;
+  EXPECT_EQ(check_backward_contract(k, c).reason, "its backward does not support softcap");
+  c.softcap = 0;
+  k.backward.dtypes = {DType::kF32};
+  EXPECT_EQ(check_backward_contract(k, c).reason, "its backward does not support dtype bf16");
+  c.dtype = DType::kF32;
+  EXPECT_TRUE(check_backward_contract(k, c).supported);
+  // Rows without keys have no defined gradient unless the forward writes 0 there.
+  c.causal = true;
+  c.seqs = {{.q_len = 3, .k_len = 1}};
+  k.empty_row = EmptyRow::kNaN;
+  EXPECT_NE(check_backward_contract(k, c).reason.find("rows without keys"), std::string::npos);
+  k.empty_row = EmptyRow::kZero;
+  EXPECT_TRUE(check_backward_contract(k, c).supported);
+}
+
+TEST(BackwardContract, EveryFeatureNameIsOneTheCaseCanUse) {
+  KernelCase c;
+  c.causal = true;
+  c.softcap = 5;
+  c.heads = 2;
+  c.seqs = {{.q_len = 2, .k_len = 4, .seqused_k = 3, .leftpad_k = 1}, {.q_len = 1, .k_len = 0}};
+  c.slack = {.q_rows = 1};
+  c.v_head_dim = 32;
+  for (const char* f : {"bottom_right", "softcap", "gqa", "varlen", "seqused_k", "leftpad", "zero_length", "dv_differs", "slack"})
+    EXPECT_TRUE(case_uses_feature(c, f)) << f;
+  for (const char* f : {"top_left", "window", "paged", "kv_cache"}) EXPECT_FALSE(case_uses_feature(c, f)) << f;
+  EXPECT_EQ(contract_feature_names().size(), 13u);
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""The false-alarm run of issue 15: conformance cases on correct kernels, held to the same rule as the gate;
-every finding is a false alarm to analyse (its fixture lands in OUT/found-<kernel>-<seed>).
+"""The false-alarm run: cases on correct kernels, held to the same rule as the gate; every finding is a false
+alarm to analyse (its fixture lands in OUT/found-<kernel>-<seed>).
 
     nohup python3 tools/false_alarms.py --total 1000000 --out out/false-alarms > /dev/null 2>&1 &
+    python3 tools/false_alarms.py --properties grad --total 1000000 --out out/false-alarms-bwd   # the backward
     cat out/false-alarms/summary.txt          # rewritten after every chunk
+
+--properties names the properties to run (comma-separated; "grad" stands for every gradient property, which
+run only on kernels whose contract has a backward). Chunks take the (kernel, property) pairs in turn.
 
 The kernels are the CPU ones by default, or every kernel of the build (`--kernels all`: on a GPU node, the
 CPU and CUDA kernels together, as the `false-alarms` stage of ci/gpu.sh runs it). Each slot runs chunks of
@@ -21,6 +25,8 @@ import threading
 import time
 
 CPU_KERNELS = ["tiled-cpu", "tiled-cpu-16x32", "sdpa-math-cpu", "cpu-flash"]
+GRADIENT_PROPERTIES = ["grad-conformance", "grad-determinism", "grad-gqa", "grad-varlen-padded",
+                       "grad-batch-permutation", "grad-masked-zero", "grad-robustness", "grad-fd"]
 
 
 def main():
@@ -34,17 +40,25 @@ def main():
     ap.add_argument("--gpu-jobs", type=int, default=1, help="slots for CUDA kernels")
     ap.add_argument("--first-seed", type=int, default=1000)
     ap.add_argument("--flashcheck", default=os.path.join(root, "build/cpu/cli/flashcheck"))
+    ap.add_argument("--properties", default="conformance", help="comma-separated properties, or 'grad'")
     ap.add_argument("--kernels", default=",".join(CPU_KERNELS),
                     help="comma-separated kernel names, or 'all' for every kernel `flashcheck list --json` prints")
     a = ap.parse_args()
     listed = json.loads(subprocess.run([a.flashcheck, "list", "--json"], capture_output=True, text=True, check=True).stdout)
     device = {k["name"]: k.get("device", "cpu") for k in listed}
+    backward = {k["name"] for k in listed if "backward" in k}
+    properties = []
+    for p in a.properties.split(","):
+        properties += GRADIENT_PROPERTIES if p == "grad" else [p] if p else []
     kernels = list(device) if a.kernels == "all" else [k for k in a.kernels.split(",") if k]
     unknown = [k for k in kernels if k not in device]
     if unknown:
         raise SystemExit(f"false_alarms.py: --kernels: unknown kernel(s) {', '.join(unknown)}")
-    cpu = itertools.cycle([k for k in kernels if device[k] != "cuda"] or [None])
-    gpu = itertools.cycle([k for k in kernels if device[k] == "cuda"] or [None])
+    def pairs(on_gpu):
+        return [(k, p) for p in properties for k in kernels if (device[k] == "cuda") == on_gpu
+                and (not p.startswith("grad-") or k in backward)] or [None]
+    cpu = itertools.cycle(pairs(False))
+    gpu = itertools.cycle(pairs(True))
     os.makedirs(a.out, exist_ok=True)
     lock, results, start, seeds = threading.Lock(), [], time.time(), itertools.count(a.first_seed)
 
@@ -52,16 +66,16 @@ def main():
         return sum(r["cases"] for r in results)
 
     def summary():
-        findings = [f"{r['kernel']} seed {r['seed']}: {f['verdict']['verdict']} {f['verdict']['reason'][:100]} ({f.get('fixture', '')})"
-                    for r in results for f in r["findings"]]
-        lines = [f"{judged()} conformance cases judged ({a.total} asked), {len(results)} chunks, "
+        findings = [f"{r['kernel']} / {r['property']} seed {r['seed']}: {f['verdict']['verdict']} "
+                    f"{f['verdict']['reason'][:100]} ({f.get('fixture', '')})" for r in results for f in r["findings"]]
+        lines = [f"{judged()} cases judged ({a.total} asked; {', '.join(properties)}), {len(results)} chunks, "
                  f"{time.time() - start:.0f} s, {len(findings)} findings (false alarms to analyse)"]
-        by_kernel = {}
+        by_pair = {}
         for r in results:
-            n, u, w = by_kernel.get(r["kernel"], (0, 0, 0.0))
-            by_kernel[r["kernel"]] = (n + r["cases"], u + r["unsupported"], max(w, r["worst_bound_use"]))
-        for k, (n, u, w) in sorted(by_kernel.items()):
-            lines.append(f"  {k} ({device[k]}): {n} cases, {u} unsupported, worst err/bound {w:.3f}")
+            n, u, w = by_pair.get((r["kernel"], r["property"]), (0, 0, 0.0))
+            by_pair[(r["kernel"], r["property"])] = (n + r["cases"], u + r["unsupported"], max(w, r["worst_bound_use"]))
+        for (k, prop), (n, u, w) in sorted(by_pair.items()):
+            lines.append(f"  {k} ({device[k]}) {prop}: {n} cases, {u} unsupported, worst err/bound {w:.3f}")
         lines += ["  " + f for f in findings]
         with open(os.path.join(a.out, "summary.txt.tmp"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -70,12 +84,13 @@ def main():
     def slot(kernel_cycle):
         while True:
             with lock:
-                k, s = next(kernel_cycle), next(seeds)
+                pair, s = next(kernel_cycle), next(seeds)
                 left = a.seconds - (time.time() - start)
-                if k is None or judged() >= a.total or left <= 1:
+                if pair is None or judged() >= a.total or left <= 1:
                     return
+                k, prop = pair
             t = min(a.chunk_seconds, left)
-            p = subprocess.run([a.flashcheck, "fuzz", "--kernel", k, "--property", "conformance", "--time", f"{t:.1f}",
+            p = subprocess.run([a.flashcheck, "fuzz", "--kernel", k, "--property", prop, "--time", f"{t:.1f}",
                                 "--seed", str(s), "--out", os.path.join(a.out, f"found-{k}-{s}"), "--json"],
                                capture_output=True, text=True)
             try:
@@ -84,7 +99,7 @@ def main():
                 report = {"cases": 0, "unsupported": 0, "worst_bound_use": 0, "findings": [
                     {"verdict": {"verdict": "error", "reason": f"exit {p.returncode}: {p.stderr[-200:]}"}}]}
             with lock:
-                results.append(dict(report, kernel=k, seed=s))
+                results.append(dict(report, kernel=k, property=prop, seed=s))
                 summary()
 
     threads = [threading.Thread(target=slot, args=(cpu,)) for _ in range(a.jobs)]

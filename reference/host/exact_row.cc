@@ -59,16 +59,17 @@ RowStats ExactRow::compute(const float* q, double* out, double* noise) {
 }
 
 const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* out, const double* out_noise, double* dq,
-                                               double* dq_noise) {
+                                               double* dq_noise, double* dq_terms) {
   const std::int64_t d = shape_.head_dim, dv = shape_.v_head_dim;
   const std::size_t n = k_.size();
   const double cap = shape_.softcap, scale = shape_.scale;
   // D = dO . O (FA2's dpsum), with its sensitivity.
-  double big_d = 0.0, d_abs = 0.0, d_carried = 0.0;
+  double big_d = 0.0, d_abs = 0.0, d_carried = 0.0, d_squares = 0.0;
   for (std::int64_t x = 0; x < dv; ++x) {
     const double g = static_cast<double>(dout[x]);
     big_d += g * out[x];
     d_abs += std::fabs(g * out[x]);
+    d_squares += (g * out[x]) * (g * out[x]);
     d_carried += std::fabs(g) * out_noise[x];
   }
   const double d_sens = tolerance::gradient_sensitivity(static_cast<long long>(dv), d_abs, d_carried);
@@ -88,16 +89,19 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
     g.ds = p * (dp - big_d) * c;
     g.p_noise = tolerance::weight_sensitivity(logit_sens_, p);
     g.ds_noise = tolerance::dscore_sensitivity(logit_sens_, p, dp - big_d, dp_sens, d_sens, c, t, g.ds, cap);
+    g.ds_magnitude = std::fabs(g.ds) + p * c * std::sqrt(d_squares);
   }
   for (std::int64_t x = 0; x < d; ++x) {
-    double sum = 0.0, abs_sum = 0.0, carried = 0.0;
+    double sum = 0.0, abs_sum = 0.0, carried = 0.0, magnitude = 0.0;
     for (std::size_t j = 0; j < n; ++j) {
       const double kx = static_cast<double>(k_[j][x]);
       sum += key_grads_[j].ds * kx;
       abs_sum += std::fabs(key_grads_[j].ds * kx);
       carried += key_grads_[j].ds_noise * std::fabs(kx);
+      magnitude += (key_grads_[j].ds_magnitude * kx) * (key_grads_[j].ds_magnitude * kx);
     }
     dq[x] = scale * sum;
+    dq_terms[x] = std::fabs(scale) * std::sqrt(magnitude);
     dq_noise[x] = std::fabs(scale) * tolerance::gradient_sensitivity(static_cast<long long>(n), abs_sum, carried);
   }
   return key_grads_;

@@ -22,10 +22,13 @@ struct RowStats {
 };
 
 // One key's share of a row's backward (ExactRow::backward): its softmax weight P_j, the gradient ds_j of the loss
-// w.r.t. its logit before the softcap (scale * q.k_j), and the fp32 sensitivities of both (units of u).
+// w.r.t. its logit before the softcap (scale * q.k_j), the fp32 sensitivities of both (units of u), and ds_j's
+// magnitude as a backward rounds it: |ds_j| plus what it moves by when dpsum comes from the output rounded to the
+// dtype (every flash backward takes the stored output: ds_j moves by P_j c_j |dO * O|_2 per unit rounding).
 struct KeyGrad {
   double p = 0, ds = 0;
   double p_noise = 0, ds_noise = 0;
+  double ds_magnitude = 0;
 };
 
 // Holds the allowed keys of one row and the scratch of the computation; reused across rows so that the
@@ -50,10 +53,10 @@ class ExactRow {
   RowStats compute(const float* q, double* out, double* noise);
 
   // The backward of the row computed last, for the upstream gradient dout[dv]: writes dq[d] and dq_noise[d]
-  // (dq = scale sum_j ds_j k_j) and returns every key's share, in the order the keys were added, from which the
+  // (dq = scale sum_j ds_j k_j) and dq_terms[d] (the root sum of squares of |scale| ds-magnitude_j |k_j|) and returns every key's share, in the order the keys were added, from which the
   // caller accumulates dK_j += scale ds_j q and dV_j += P_j dout. `out`/`out_noise` are compute()'s.
   const std::vector<KeyGrad>& backward(const float* dout, const double* out, const double* out_noise, double* dq,
-                                       double* dq_noise);
+                                       double* dq_noise, double* dq_terms);
 
  private:
   RowShape shape_;

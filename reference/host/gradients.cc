@@ -19,9 +19,9 @@ GradientResult zero_gradients(const KernelCase& c, bool with_noise) {
   r.dk.assign(static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.head_dim), 0.0);
   r.dv.assign(static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.v_head_dim), 0.0);
   if (with_noise) {
-    r.dq_noise.assign(r.dq.size(), 0.0);
-    r.dk_noise.assign(r.dk.size(), 0.0);
-    r.dv_noise.assign(r.dv.size(), 0.0);
+    for (std::vector<double>* v : {&r.dq_noise, &r.dq_terms}) v->assign(r.dq.size(), 0.0);
+    for (std::vector<double>* v : {&r.dk_noise, &r.dk_terms}) v->assign(r.dk.size(), 0.0);
+    for (std::vector<double>* v : {&r.dv_noise, &r.dv_terms}) v->assign(r.dv.size(), 0.0);
   }
   return r;
 }
@@ -48,8 +48,8 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
     const detail::LogicalKv kv = detail::gather_sequence(c, g, t, b);
     const std::int64_t lk = kv.lk, off = diagonal_offset(c.alignment, sg.lq, lk);
     // Per logical key and KV head: the gradient, the magnitudes of its terms, what the terms carry, their count.
-    std::vector<double> dk(static_cast<std::size_t>(lk * Hk * d)), dk_abs(dk.size()), dk_carried(dk.size());
-    std::vector<double> dvv(static_cast<std::size_t>(lk * Hk * dv)), dv_abs(dvv.size()), dv_carried(dvv.size());
+    std::vector<double> dk(static_cast<std::size_t>(lk * Hk * d)), dk_abs(dk.size()), dk_carried(dk.size()), dk_terms(dk.size());
+    std::vector<double> dvv(static_cast<std::size_t>(lk * Hk * dv)), dv_abs(dvv.size()), dv_carried(dvv.size()), dv_terms(dvv.size());
     std::vector<long long> terms(static_cast<std::size_t>(lk * Hk), 0);
     for (std::int64_t i = 0; i < sg.lq; ++i) {
       const std::int64_t row = sg.q_start + i;
@@ -65,7 +65,7 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
         exact.compute(q, out.data(), out_noise.data());
         const std::size_t qcell = static_cast<std::size_t>((row * H + h) * d);
         const std::vector<KeyGrad>& keys = exact.backward(dout, out.data(), out_noise.data(), r.dq.data() + qcell,
-                                                          r.dq_noise.data() + qcell);
+                                                          r.dq_noise.data() + qcell, r.dq_terms.data() + qcell);
         for (std::int64_t j = range.lo; j < range.hi; ++j) {
           const KeyGrad& kg = keys[static_cast<std::size_t>(j - range.lo)];
           const std::size_t cell = static_cast<std::size_t>(j * Hk + kh);
@@ -76,6 +76,7 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
             dk[at] += scale * kg.ds * qx;
             dk_abs[at] += std::fabs(scale * kg.ds * qx);
             dk_carried[at] += std::fabs(scale) * kg.ds_noise * std::fabs(qx);
+            dk_terms[at] += (scale * kg.ds_magnitude * qx) * (scale * kg.ds_magnitude * qx);
           }
           for (std::int64_t x = 0; x < dv; ++x) {
             const double gx = static_cast<double>(dout[x]);
@@ -83,6 +84,7 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
             dvv[at] += kg.p * gx;
             dv_abs[at] += std::fabs(kg.p * gx);
             dv_carried[at] += kg.p_noise * std::fabs(gx);
+            dv_terms[at] += (kg.p * gx) * (kg.p * gx);
           }
         }
       }
@@ -95,12 +97,14 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
         for (std::int64_t x = 0; x < d; ++x) {
           const std::size_t at = cell * static_cast<std::size_t>(d) + static_cast<std::size_t>(x);
           r.dk[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] = dk[at];
+          r.dk_terms[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] = std::sqrt(dk_terms[at]);
           r.dk_noise[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] =
               tolerance::gradient_sensitivity(terms[cell], dk_abs[at], dk_carried[at]);
         }
         for (std::int64_t x = 0; x < dv; ++x) {
           const std::size_t at = cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x);
           r.dv[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] = dvv[at];
+          r.dv_terms[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] = std::sqrt(dv_terms[at]);
           r.dv_noise[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] =
               tolerance::gradient_sensitivity(terms[cell], dv_abs[at], dv_carried[at]);
         }

@@ -1,0 +1,135 @@
+// The gradient comparators: NaN fails, each gradient is judged and named, the worst element is located, undefined
+// rows (slack, keys outside a sequence unless promised zero) are ignored whatever they hold, softcap's absolute term
+// and the mean check apply.
+#include <cmath>
+#include <gtest/gtest.h>
+#include <limits>
+
+#include "core/compare.h"
+#include "core/geometry.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Two sequences (2 and 1 queries; 3 and 2 keys, the first with leftpad 1), one query head, one KV head, d = dv = 2,
+// one slack row on each side, fp32.
+KernelCase grad_case() {
+  KernelCase c;
+  c.dtype = DType::kF32;
+  c.head_dim = c.v_head_dim = 2;
+  c.seqs = {{.q_len = 2, .k_len = 3, .leftpad_k = 1}, {.q_len = 1, .k_len = 2}};
+  c.slack = {.q_rows = 1, .kv_rows = 1};
+  c.dout = DoutRecipe{};
+  return c;
+}
+
+// Gradients of the case's shapes, all `v`.
+GradientResult filled(const KernelCase& c, double v) {
+  const CaseGeometry g = geometry(c);
+  GradientResult r;
+  r.dq.assign(static_cast<std::size_t>(g.q_rows * 2), v);
+  r.dk.assign(static_cast<std::size_t>(g.kv_rows * 2), v);
+  r.dv.assign(static_cast<std::size_t>(g.kv_rows * 2), v);
+  return r;
+}
+
+TEST(CompareGradients, ExactGradientsPassWithEveryTensorNamed) {
+  const KernelCase c = grad_case();
+  const GradientResult t = filled(c, 0.5);
+  const GradientComparisons g = compare_gradients(c, t, t, t, true);
+  EXPECT_EQ(failure_reason(g), "");
+  EXPECT_EQ(g.dq.tensor, "dq");
+  EXPECT_EQ(g.dk.tensor, "dk");
+  EXPECT_EQ(g.dv.tensor, "dv");
+  EXPECT_EQ(g.dq.compared, 3 * 2);      // three query rows of the sequences, not the slack row
+  EXPECT_EQ(g.dk.compared, (3 + 2) * 2);  // both allocations, not the slack row
+  EXPECT_EQ(compare_gradients(c, t, t, t, false).dk.compared, (2 + 2) * 2);  // only the used keys
+}
+
+TEST(CompareGradients, NaNInAnyGradientFailsAndIsLocated) {
+  const KernelCase c = grad_case();
+  const GradientResult t = filled(c, 0.5);
+  GradientResult got = t;
+  got.dv[static_cast<std::size_t>(4 * 2 + 1)] = kNaN;  // storage row 4: sequence 1, its key 1; channel 1
+  const GradientComparisons g = compare_gradients(c, got, t, t, true);
+  EXPECT_NE(failure_reason(g).find("dv: 1 NaN/Inf gradient element"), std::string::npos) << failure_reason(g);
+  EXPECT_EQ(g.decisive().tensor, "dv");
+  EXPECT_EQ(g.dv.worst.b, 1);
+  EXPECT_EQ(g.dv.worst.i, 1);
+  EXPECT_EQ(g.dv.worst.d, 1);
+  EXPECT_TRUE(std::isnan(g.dv.worst.out));
+}
+
+TEST(CompareGradients, AnErrorPastTwiceTheBaselinesFailsTheMaxCheck) {
+  const KernelCase c = grad_case();
+  const GradientResult t = filled(c, 0.5);
+  GradientResult base = t, got = t;
+  base.dq[0] = 0.5 + 1e-3;  // the baseline errs by 1e-3 on one element
+  got.dq[2] = 0.5 + 2.5e-3;
+  const GradientComparisons g = compare_gradients(c, got, t, base, true);
+  EXPECT_NE(failure_reason(g).find("dq: max error"), std::string::npos) << failure_reason(g);
+  EXPECT_NEAR(g.dq.ratio(), 2.5, 1e-9);
+  EXPECT_EQ(g.dq.worst.i, 1);
+  got.dq[2] = 0.5 + 1.9e-3;
+  EXPECT_EQ(failure_reason(compare_gradients(c, got, t, base, true)).find("max error"), std::string::npos);
+}
+
+TEST(CompareGradients, GarbageInUndefinedRowsChangesNothing) {
+  const KernelCase c = grad_case();
+  const GradientResult t = filled(c, 0.5);
+  for (double garbage : {kNaN, std::numeric_limits<double>::infinity(), -1e30, 123.0}) {
+    GradientResult got = t;
+    got.dq[3 * 2] = got.dq[3 * 2 + 1] = garbage;        // the query slack row
+    got.dk[5 * 2] = got.dv[5 * 2 + 1] = garbage;        // the key slack row
+    got.dk[0] = got.dv[1] = garbage;                    // before leftpad: undefined unless promised zero
+    EXPECT_EQ(failure_reason(compare_gradients(c, got, t, t, false)), "") << garbage;
+    EXPECT_NE(failure_reason(compare_gradients(c, got, t, t, true)), "") << garbage;  // promised: judged
+  }
+}
+
+TEST(CompareGradients, SoftcapAddsFlashAttentionsAbsoluteTerm) {
+  KernelCase c = grad_case();
+  const GradientResult t = filled(c, 0.5);
+  GradientResult got = t;
+  got.dk[2] = 0.5 + 2e-4;
+  EXPECT_NE(failure_reason(compare_gradients(c, got, t, t, true)), "");
+  c.softcap = 30;
+  const GradientComparisons g = compare_gradients(c, got, t, t, true);
+  EXPECT_EQ(failure_reason(g), "");
+  EXPECT_GE(g.dk.bound, tolerance::kGradSoftcapAtol);
+}
+
+TEST(CompareGradients, ABiasEveryElementSharesFailsTheMeanCheck) {
+  KernelCase c = grad_case();
+  c.dtype = DType::kBF16;
+  c.seqs = {{.q_len = 64, .k_len = 64}};
+  c.slack = {};
+  GradientResult t = filled(c, 0.5), base = t, got = t;
+  // The baseline errs by one spacing on one element in 64; the kernel by 0.9 spacings on every element: within the
+  // max bound (2 spacings + floor) but far past 1.5x the baseline's mean.
+  const double spacing = 0x1.0p-8;
+  for (std::size_t i = 0; i < t.dq.size(); i += 64) base.dq[i] += spacing;
+  for (double& x : got.dq) x += 0.9 * spacing;
+  const GradientComparisons g = compare_gradients(c, got, t, base, true);
+  EXPECT_NE(failure_reason(g).find("dq: mean error"), std::string::npos) << failure_reason(g);
+}
+
+TEST(CompareGradients, PairsUseTheGivenBoundsAndFailOnNaN) {
+  const KernelCase c = grad_case();
+  const GradientResult a = filled(c, 0.5);
+  GradientComparisons bounds;
+  bounds.dq.bound = bounds.dk.bound = bounds.dv.bound = 1e-3;
+  GradientResult b = a;
+  b.dk[4] = 0.5 + 5e-4;
+  EXPECT_EQ(failure_reason(compare_gradient_pair(c, a, b, bounds, true)), "");
+  b.dk[4] = 0.5 + 2e-3;
+  EXPECT_NE(failure_reason(compare_gradient_pair(c, a, b, bounds, true)).find("dk"), std::string::npos);
+  b = a;
+  b.dq[1] = kNaN;
+  EXPECT_NE(failure_reason(compare_gradient_pair(c, a, b, bounds, true)).find("NaN"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashcheck
