@@ -28,24 +28,38 @@ expect() {
   fi
 }
 
-for variant in good broken; do
-  flag=OFF; [ $variant = broken ] && flag=ON
-  cmake -S examples/plugins/cpu_attention -B "$work/cpu-$variant" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-    -DEXAMPLE_BROKEN=$flag > "$work/cpu-$variant-configure.log" 2>&1 || { cat "$work/cpu-$variant-configure.log"; exit 1; }
+for variant in good broken broken-backward; do
+  flags=(-DEXAMPLE_BROKEN=OFF -DEXAMPLE_BROKEN_BACKWARD=OFF)
+  [ $variant = broken ] && flags[0]=-DEXAMPLE_BROKEN=ON
+  [ $variant = broken-backward ] && flags[1]=-DEXAMPLE_BROKEN_BACKWARD=ON
+  cmake -S examples/plugins/cpu_attention -B "$work/cpu-$variant" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" "${flags[@]}" \
+    > "$work/cpu-$variant-configure.log" 2>&1 || { cat "$work/cpu-$variant-configure.log"; exit 1; }
   cmake --build "$work/cpu-$variant" > "$work/cpu-$variant-build.log" 2>&1 || { cat "$work/cpu-$variant-build.log"; exit 1; }
 done
 good=$work/cpu-good/libexample_cpu_attention.so broken=$work/cpu-broken/libexample_cpu_attention.so
+broken_backward=$work/cpu-broken-backward/libexample_cpu_attention.so
 
 expect plugin-listed 0 'example-cpu-attention' -- "$fc" --plugin "$good" list --json
 expect plugin-good-passes 0 'example-cpu-attention / conformance: 400 cases' -- \
   "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 400 --seed 11 --out "$work/found-good"
 expect plugin-broken-is-caught 1 'FOUND at case' -- \
   "$fc" --plugin "$broken" fuzz --kernel example-cpu-attention --property conformance --cases 400 --seed 11 --out "$work/found-broken"
+expect plugin-good-backward-passes 0 'example-cpu-attention / grad-fd: 300 cases in .*0 failing' -- \
+  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property grad-conformance --property grad-gqa \
+  --property grad-fd --cases 300 --seed 12 --out "$work/found-good-backward"
+expect plugin-broken-backward-is-caught 1 'grad-gqa: .*FOUND at case' -- \
+  "$fc" --plugin "$broken_backward" fuzz --kernel example-cpu-attention --property grad-gqa --cases 300 --seed 11 \
+  --shrink-seconds 10 --out "$work/found-broken-backward"
 expect plugin-through-environment 0 'example-cpu-attention' -- env FLASHCHECK_PLUGINS="$good" "$fc" list
 expect python-good-passes 0 'py:flashcheck_kernels.reference:attention / conformance: 300 cases' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention --property all --cases 300 --seed 11 --out "$work/found-py-good"
 expect python-broken-is-caught 1 'FOUND at case' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention_top_left --property conformance --cases 300 --seed 11 --out "$work/found-py-broken"
+# Its backward through autograd passes the gradient properties (the run above, --property all); a twin whose softcap
+# passes gradients straight through (its derivative dropped) must be caught.
+expect python-broken-backward-is-caught 1 'FOUND at case' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention_softcap_no_derivative --property grad-conformance \
+  --cases 300 --seed 11 --out "$work/found-py-broken-backward"
 # The FlexAttention adapter's own translation of a case (document masks, windows, seqused_k, GQA, softcap, LSE,
 # paged K/V through torch's PagedAttention helper), on the CPU through Dynamo's eager backend: a GPU campaign's
 # finding is then about the kernel, not the adapter.

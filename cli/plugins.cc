@@ -38,23 +38,33 @@ Registry::Resolver on_demand(const std::string& source, const FlashcheckPlugin& 
   return [source, &plugin](std::string_view name_view) -> std::unique_ptr<Kernel> {
     const std::string name(name_view);
     std::string contract, error;
+    bool has_backward = false;
     const WorkerBody body = [&](WorkerChannel& ch) {
       char why[2048] = {0};
-      const FlashcheckKernel* k = plugin.resolve(name.c_str(), why, sizeof why);
+      const FlashcheckKernel* k = current_layout(plugin, plugin.resolve(name.c_str(), why, sizeof why));
       why[sizeof why - 1] = '\0';
-      if (k && k->contract_json) ch.send('C', k->contract_json);
-      else ch.send('F', why[0] ? why : "the plugin could not resolve the name");
+      if (k && k->contract_json) {
+        ch.send('W', k->backward ? "1" : "0");  // whether the kernel has a backward
+        ch.send('C', k->contract_json);
+      } else {
+        ch.send('F', why[0] ? why : "the plugin could not resolve the name");
+      }
     };
     const WorkerExit x = run_worker(
-        body, [&](char tag, const std::string& payload) { (tag == 'C' ? contract : error) = payload; }, {true, 600});
+        body,
+        [&](char tag, const std::string& payload) {
+          if (tag == 'W') has_backward = payload == "1";
+          else (tag == 'C' ? contract : error) = payload;
+        },
+        {true, 600});
     if (contract.empty()) {
       if (error.empty()) error = !x.error.empty() ? x.error : "the worker resolving it died: " + x.reason;
       throw InputError(source, name, error);
     }
-    PluginKernelSpec spec = plugin_kernel_spec(source, name, contract.c_str());
+    PluginKernelSpec spec = plugin_kernel_spec(source, name, contract.c_str(), has_backward);
     spec.entry = [source, name, &plugin]() {
       char why[2048] = {0};
-      const FlashcheckKernel* k = plugin.resolve(name.c_str(), why, sizeof why);
+      const FlashcheckKernel* k = current_layout(plugin, plugin.resolve(name.c_str(), why, sizeof why));
       why[sizeof why - 1] = '\0';
       if (!k) throw InputError(source, name, why);
       return k;

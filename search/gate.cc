@@ -99,6 +99,7 @@ GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kern
   MutantMatrixOptions mo;
   mo.cases = g.cases_per_run;
   mo.seed = plan.seed;
+  mo.first_kill_only = true;  // the gate asks whether each mutant dies; `flashcheck mutants` gives the whole matrix
   mo.progress = [&](const MutantRow& row) { log(kill_line(row)); };
   if (plan.mutants) {
     g.mutants = run_mutant_matrix(builtin_registry().mutants(), mo);

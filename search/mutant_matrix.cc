@@ -67,9 +67,16 @@ std::vector<MutantRow> run_mutant_matrix(const std::vector<Kernel*>& mutants, co
     MutantRow row;
     row.mutant = std::string(m->name());
     row.description = std::string(m->mutant_description());
+    bool backward = false;
     for (const MutantInfo& info : mutant_catalog())
-      if (info.name == row.mutant) row.imitates = info.imitates;
+      if (info.name == row.mutant) {
+        row.imitates = info.imitates;
+        backward = info.backward;
+      }
     for (const Property* p : props) {
+      // A forward defect is the forward properties' to find, a backward one the gradient properties'.
+      if (is_gradient_property(*p) != backward) continue;
+      if (o.first_kill_only && row.killed()) break;
       const FuzzReport r = hunt(*m, *p, o);
       row.seconds += r.seconds;
       if (!r.not_applicable.empty()) {

@@ -43,7 +43,8 @@ struct MutantRow {
 struct MutantMatrixOptions {
   std::int64_t cases = 120;  // budget per mutant and property
   std::uint64_t seed = 1;
-  std::vector<std::string> properties;  // empty: all
+  std::vector<std::string> properties;  // empty: all (of the mutant's pass: forward or backward)
+  bool first_kill_only = false;          // stop hunting a mutant at its first kill (the gate: killed or not)
   std::function<void(const MutantRow&)> progress;
 };
 

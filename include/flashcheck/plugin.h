@@ -1,4 +1,4 @@
-/* flashcheck plugin ABI, version 1.
+/* flashcheck plugin ABI, version 2 (version 1 plugins still load: they are forward-only).
  *
  * A plugin is a shared library that exports one C function, flashcheck_plugin(), returning a table of the
  * attention kernels it provides. flashcheck loads it with `--plugin PATH` (repeatable) or the
@@ -13,6 +13,11 @@
  * bottom-right causal alignment unless the contract declares top-left, windows as inclusive (left, right)
  * key distances with -1 unbounded. docs/PLUGINS.md documents every field with a complete example.
  *
+ * Version 2 adds an optional backward entry per kernel (FlashcheckKernel.backward): from the upstream gradient
+ * dO and the forward's q, k, v, out and lse, it writes dQ, dK and dV. A kernel with one declares a "backward"
+ * object in its contract (what it supports, whether its gradients are deterministic); flashcheck's gradient
+ * properties then judge it. A plugin built against version 1 (abi_version 1) is read with FlashcheckKernelV1.
+ *
  * Plain C: the header compiles as C99 and C++, and the library may be written in any language. */
 #ifndef FLASHCHECK_PLUGIN_H_
 #define FLASHCHECK_PLUGIN_H_
@@ -26,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FLASHCHECK_PLUGIN_ABI_VERSION 1
+#define FLASHCHECK_PLUGIN_ABI_VERSION 2
 
 /* Return codes of a kernel's run entry. */
 #define FLASHCHECK_OK 0
@@ -64,25 +69,51 @@ typedef struct FlashcheckRunArgs {
   void* stream;         /* cudaStream_t for "cuda" kernels (the harness's current stream); NULL on "cpu" */
 } FlashcheckRunArgs;
 
+/* One backward call (version 2): the gradients of the forward's output w.r.t. q, k and v for the upstream
+ * gradient dout. Only for backward cases, which have packed K/V and no KV cache. */
+typedef struct FlashcheckBackwardArgs {
+  uint32_t abi_version;              /* FLASHCHECK_PLUGIN_ABI_VERSION */
+  const FlashcheckRunArgs* forward;  /* the forward call's tensors and scalars; out and lse hold what it wrote */
+  DLTensor* dout;                    /* (total_q, H, dv): the upstream gradient */
+  DLTensor* dq;                      /* (total_q, H, d): write every row of the sequences */
+  DLTensor* dk;                      /* (total_k, Hk, d): write every key row of the sequences' segments */
+  DLTensor* dv;                      /* (total_k, Hk, dv) */
+} FlashcheckBackwardArgs;
+
 struct FlashcheckKernel;
 
 /* Runs one call of kernel `self`; returns FLASHCHECK_OK, or FLASHCHECK_ERROR with a NUL-terminated message
  * in error[0 .. error_size). */
 typedef int (*FlashcheckRunFn)(const struct FlashcheckKernel* self, const FlashcheckRunArgs* args, char* error,
                                size_t error_size);
+/* Runs one backward call of kernel `self`, with the same return convention. */
+typedef int (*FlashcheckBackwardFn)(const struct FlashcheckKernel* self, const FlashcheckBackwardArgs* args,
+                                    char* error, size_t error_size);
 
 typedef struct FlashcheckKernel {
   const char* name;          /* unique among all kernels, e.g. "myteam-fwd" */
   const char* contract_json; /* the contract: the fields `flashcheck list --json` prints (docs/PLUGINS.md) */
   FlashcheckRunFn run;
   void* user_data;           /* the plugin's own, passed back through `self` */
+  /* Version 2: the backward, or NULL for a forward-only kernel. Non-NULL exactly when the contract has a
+   * "backward" object. */
+  FlashcheckBackwardFn backward;
 } FlashcheckKernel;
 
+/* A version 1 kernel entry: the first four fields of FlashcheckKernel. A plugin whose abi_version is 1 lists
+ * these (and its resolve returns one); flashcheck reads them as forward-only kernels. */
+typedef struct FlashcheckKernelV1 {
+  const char* name;
+  const char* contract_json;
+  FlashcheckRunFn run;
+  void* user_data;
+} FlashcheckKernelV1;
+
 typedef struct FlashcheckPlugin {
-  uint32_t abi_version; /* FLASHCHECK_PLUGIN_ABI_VERSION: a mismatch is refused with a clear error */
+  uint32_t abi_version; /* FLASHCHECK_PLUGIN_ABI_VERSION (or 1, read as FlashcheckKernelV1); others are refused */
   const char* name;     /* the plugin's name, for messages */
   uint32_t num_kernels;
-  const FlashcheckKernel* kernels;
+  const FlashcheckKernel* kernels; /* abi_version 1: FlashcheckKernelV1 entries */
   /* Optional (NULL if unused): kernels named on demand, e.g. "py:package.module:function". Returns the
    * kernel for `name`, or NULL with a message in error; the returned kernel stays valid for the process.
    * `prefix` is the name prefix this plugin answers ("py:"). */

@@ -4,6 +4,9 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include "core/error.h"
@@ -22,10 +25,10 @@ const FlashcheckPlugin& open_plugin(const std::string& path) {
     throw InputError(path, FLASHCHECK_PLUGIN_ENTRY, "not exported: a plugin exports `const FlashcheckPlugin* flashcheck_plugin(void)`");
   const FlashcheckPlugin* p = entry();
   if (!p) throw InputError(path, FLASHCHECK_PLUGIN_ENTRY, "returned NULL");
-  if (p->abi_version != FLASHCHECK_PLUGIN_ABI_VERSION)
+  if (p->abi_version != FLASHCHECK_PLUGIN_ABI_VERSION && p->abi_version != 1)
     throw InputError(path, "abi_version",
-                     fmt::format("the plugin was built for ABI version {}, this flashcheck speaks version {}: rebuild it "
-                                 "against this flashcheck's include/flashcheck/plugin.h",
+                     fmt::format("the plugin was built for ABI version {}, this flashcheck speaks versions 1 and {}: "
+                                 "rebuild it against this flashcheck's include/flashcheck/plugin.h",
                                  p->abi_version, FLASHCHECK_PLUGIN_ABI_VERSION));
   if (p->num_kernels > 0 && !p->kernels) throw InputError(path, "kernels", "NULL with num_kernels > 0");
   if (p->resolve && (!p->resolve_prefix || !*p->resolve_prefix))
@@ -41,7 +44,27 @@ std::string plugin_label(const FlashcheckPlugin& p, const std::string& path) {
 
 }  // namespace
 
-PluginKernelSpec plugin_kernel_spec(const std::string& source, const std::string& name, const char* contract_json) {
+const FlashcheckKernel* current_layout(const FlashcheckPlugin& p, const FlashcheckKernel* k) {
+  if (!k || p.abi_version != 1) return k;
+  static std::map<const FlashcheckKernel*, std::unique_ptr<FlashcheckKernel>> copies;
+  static std::mutex m;
+  const std::lock_guard<std::mutex> lock(m);
+  auto& copy = copies[k];
+  if (!copy) {
+    const auto* v1 = reinterpret_cast<const FlashcheckKernelV1*>(k);
+    copy.reset(new FlashcheckKernel{v1->name, v1->contract_json, v1->run, v1->user_data, nullptr});
+  }
+  return copy.get();
+}
+
+const FlashcheckKernel* kernel_entry(const FlashcheckPlugin& p, std::uint32_t i) {
+  if (p.abi_version == 1)
+    return current_layout(p, reinterpret_cast<const FlashcheckKernel*>(reinterpret_cast<const FlashcheckKernelV1*>(p.kernels) + i));
+  return p.kernels + i;
+}
+
+PluginKernelSpec plugin_kernel_spec(const std::string& source, const std::string& name, const char* contract_json,
+                                    bool has_backward) {
   if (!contract_json) throw InputError(source, name + ".contract_json", "NULL");
   nlohmann::json j;
   try {
@@ -60,6 +83,11 @@ PluginKernelSpec plugin_kernel_spec(const std::string& source, const std::string
     throw InputError(source, name + ".contract_json.kv_strides", "cpu plugin kernels receive contiguous K/V only: declare [\"contiguous\"]");
   if (s.contract.layouts != std::vector<QLayout>{QLayout::kVarlen})
     throw InputError(source, name + ".contract_json.layouts", "plugin kernels receive packed (varlen) rows: declare [\"varlen\"]");
+  if (s.contract.backward.available && !has_backward)
+    throw InputError(source, name + ".backward", "NULL, but the contract declares a backward");
+  if (!s.contract.backward.available && has_backward)
+    throw InputError(source, name + ".contract_json.backward",
+                     "missing: the kernel has a backward entry, so its contract must declare it (an object, {} at least)");
   return s;
 }
 
@@ -68,13 +96,13 @@ void load_plugin(const std::string& path, Registry& r) {
   const std::string source = plugin_label(p, path);
   std::set<std::string> seen;
   for (std::uint32_t i = 0; i < p.num_kernels; ++i) {
-    const FlashcheckKernel& k = p.kernels[i];
+    const FlashcheckKernel& k = *kernel_entry(p, i);
     const std::string field = fmt::format("kernels[{}]", i);
     if (!k.name || !*k.name) throw InputError(source, field + ".name", "missing");
     if (!k.run) throw InputError(source, field + ".run", "NULL");
     if (!seen.insert(k.name).second || r.find_registered(k.name))
       throw InputError(source, field + ".name", fmt::format("\"{}\" is already the name of another kernel", k.name));
-    PluginKernelSpec s = plugin_kernel_spec(source, k.name, k.contract_json);
+    PluginKernelSpec s = plugin_kernel_spec(source, k.name, k.contract_json, k.backward != nullptr);
     s.entry = [&k] { return &k; };
     r.add(make_plugin_kernel(std::move(s)));
   }

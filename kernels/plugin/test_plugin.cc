@@ -1,6 +1,7 @@
 // Plugins that are wrong on purpose, for the loader's and the workers' tests (cli/CMakeLists.txt): built
 // once per defect. Each must be refused with a message naming it, or, for the crash, become a `crash`
-// verdict while the harness carries on.
+// verdict while the harness carries on. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
+// of the ABI (no backward entry in its kernel table), which must still load, forward-only.
 #include <csignal>
 #include <cstdio>
 
@@ -22,13 +23,21 @@ int run(const FlashcheckKernel*, const FlashcheckRunArgs* a, char* error, size_t
   return FLASHCHECK_ERROR;
 }
 
-const FlashcheckKernel kKernels[] = {{"test-plugin-kernel", kContract, run, nullptr}};
+#if defined(TEST_PLUGIN_ABI1)
+// Version 1's table: two four-field entries, read with version 1's stride.
+const FlashcheckKernelV1 kKernelsV1[] = {{"test-plugin-kernel", kContract, run, nullptr},
+                                         {"test-plugin-kernel-2", kContract, run, nullptr}};
+const FlashcheckPlugin kPlugin = {1, "test-plugin-v1", 2, reinterpret_cast<const FlashcheckKernel*>(kKernelsV1), nullptr,
+                                  nullptr};
+#else
+const FlashcheckKernel kKernels[] = {{"test-plugin-kernel", kContract, run, nullptr, nullptr}};
 #if defined(TEST_PLUGIN_ABI_MISMATCH)
 constexpr unsigned kAbi = FLASHCHECK_PLUGIN_ABI_VERSION + 1;
 #else
 constexpr unsigned kAbi = FLASHCHECK_PLUGIN_ABI_VERSION;
 #endif
 const FlashcheckPlugin kPlugin = {kAbi, "test-plugin", 1, kKernels, nullptr, nullptr};
+#endif
 
 }  // namespace
 

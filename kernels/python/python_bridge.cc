@@ -39,11 +39,14 @@ def load(spec):
         contract = getattr(fn, "contract", None) or getattr(module, "CONTRACT", None)
         if contract is None:
             return False, f"{spec}: no contract (give the function a `contract` attribute or the module a CONTRACT dict)"
-        return True, (fn, json.dumps(contract))
+        backward = getattr(fn, "backward", None)
+        if backward is not None and backward != "autograd" and not callable(backward):
+            return False, f"{spec}: `backward` must be a function or \"autograd\", not {backward!r}"
+        return True, (fn, json.dumps(contract), backward is not None)
     except BaseException as exc:
         return False, _last_line(exc)
 
-_TENSORS = ("q", "k", "v", "out", "lse")
+_TENSORS = ("q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv")
 
 def call(fn, capsules, scalars):
     try:
@@ -51,6 +54,34 @@ def call(fn, capsules, scalars):
         t = {name: (torch.from_dlpack(c) if c is not None else None) for name, c in capsules.items()}
         args = types.SimpleNamespace(**{n: x for n, x in t.items() if n not in _TENSORS}, **scalars)
         fn(t["q"], t["k"], t["v"], t["out"], t["lse"], args)
+        return ""
+    except BaseException as exc:
+        return _last_line(exc) or type(exc).__name__
+
+def call_backward(fn, capsules, scalars):
+    # fn.backward(dout, q, k, v, out, lse, dq, dk, dv, args) writes the gradients; "autograd" takes them through
+    # torch's autograd of the forward itself, run again on leaves that require them.
+    try:
+        import torch
+        t = {name: (torch.from_dlpack(c) if c is not None else None) for name, c in capsules.items()}
+        args = types.SimpleNamespace(**{n: x for n, x in t.items() if n not in _TENSORS}, **scalars)
+        backward = fn.backward
+        if backward == "autograd":
+            leaves = [t[n].detach().clone().requires_grad_(True) for n in ("q", "k", "v")]
+            out = torch.zeros_like(t["out"])
+            lse = torch.zeros_like(t["lse"]) if t["lse"] is not None else None
+            with torch.enable_grad():
+                fn(*leaves, out, lse, args)
+                # No sequence wrote a row (all of them empty): every gradient is zero.
+                grads = (torch.autograd.grad(out, leaves, t["dout"], allow_unused=True) if out.requires_grad
+                         else (None, None, None))
+            for name, g in zip(("dq", "dk", "dv"), grads):
+                if g is None:
+                    t[name].zero_()
+                else:
+                    t[name].copy_(g)
+        else:
+            backward(t["dout"], t["q"], t["k"], t["v"], t["out"], t["lse"], t["dq"], t["dk"], t["dv"], args)
         return ""
     except BaseException as exc:
         return _last_line(exc) or type(exc).__name__
@@ -121,8 +152,8 @@ PyObject* capsule(const DLTensor* t) {
   });
 }
 
-int run(const FlashcheckKernel* self, const FlashcheckRunArgs* a, char* error, size_t error_size) {
-  const auto* k = static_cast<const Loaded*>(self->user_data);
+// The tensors and scalars of a forward call, as the shim takes them.
+PyObject* forward_capsules(const FlashcheckRunArgs* a) {
   PyObject* caps = PyDict_New();
   const std::pair<const char*, DLTensor*> tensors[] = {
       {"q", a->q}, {"k", a->k}, {"v", a->v}, {"out", a->out}, {"lse", a->lse}, {"k_new", a->k_new},
@@ -134,12 +165,20 @@ int run(const FlashcheckKernel* self, const FlashcheckRunArgs* a, char* error, s
     PyDict_SetItemString(caps, name, c);
     Py_DECREF(c);
   }
-  PyObject* scalars = Py_BuildValue(
+  return caps;
+}
+
+PyObject* forward_scalars(const FlashcheckRunArgs* a) {
+  return Py_BuildValue(
       "{s:i,s:i,s:i,s:i,s:d,s:d,s:O,s:O,s:i,s:i}", "batch", a->batch, "max_seqlen_q", a->max_seqlen_q, "max_seqlen_k",
       a->max_seqlen_k, "page_size", a->page_size, "softmax_scale", static_cast<double>(a->softmax_scale), "softcap",
       static_cast<double>(a->softcap), "causal", a->is_causal ? Py_True : Py_False, "top_left",
       a->top_left ? Py_True : Py_False, "window_left", a->window_left, "window_right", a->window_right);
-  PyObject* result = PyObject_CallMethod(g_shim, "call", "OOO", k->fn, caps, scalars);
+}
+
+// Calls the shim's `method` on the kernel; the shim returns "" or the error's last traceback line.
+int call_shim(const Loaded* k, const char* method, PyObject* caps, PyObject* scalars, char* error, size_t error_size) {
+  PyObject* result = PyObject_CallMethod(g_shim, method, "OOO", k->fn, caps, scalars);
   Py_DECREF(caps);
   Py_DECREF(scalars);
   int rc = FLASHCHECK_OK;
@@ -153,6 +192,22 @@ int run(const FlashcheckKernel* self, const FlashcheckRunArgs* a, char* error, s
   }
   Py_XDECREF(result);
   return rc;
+}
+
+int run(const FlashcheckKernel* self, const FlashcheckRunArgs* a, char* error, size_t error_size) {
+  return call_shim(static_cast<const Loaded*>(self->user_data), "call", forward_capsules(a), forward_scalars(a), error,
+                   error_size);
+}
+
+int run_backward(const FlashcheckKernel* self, const FlashcheckBackwardArgs* a, char* error, size_t error_size) {
+  PyObject* caps = forward_capsules(a->forward);
+  for (const auto& [name, t] : {std::pair<const char*, DLTensor*>{"dout", a->dout}, {"dq", a->dq}, {"dk", a->dk}, {"dv", a->dv}}) {
+    PyObject* c = capsule(t);
+    PyDict_SetItemString(caps, name, c);
+    Py_DECREF(c);
+  }
+  return call_shim(static_cast<const Loaded*>(self->user_data), "call_backward", caps, forward_scalars(a->forward), error,
+                   error_size);
 }
 
 const FlashcheckKernel* resolve(const char* name, char* error, size_t error_size) {
@@ -181,8 +236,9 @@ const FlashcheckKernel* resolve(const char* name, char* error, size_t error_size
   l->fn = PyTuple_GetItem(value, 0);
   Py_INCREF(l->fn);
   l->contract = PyUnicode_AsUTF8(PyTuple_GetItem(value, 1));
+  const bool has_backward = PyObject_IsTrue(PyTuple_GetItem(value, 2));
   Py_DECREF(r);
-  l->kernel = {l->name.c_str(), l->contract.c_str(), run, l.get()};
+  l->kernel = {l->name.c_str(), l->contract.c_str(), run, l.get(), has_backward ? run_backward : nullptr};
   const FlashcheckKernel* k = &l->kernel;
   all.emplace(name, std::move(l));
   return k;

@@ -57,10 +57,12 @@ class Views {
   std::deque<DLTensor> views_;
 };
 
-// The tensors of one call, already on the kernel's device and in its dtype.
+// The tensors of one call, already on the kernel's device and in its dtype (a backward call adds the upstream
+// gradient and the gradients it writes).
 struct CallTensors {
   at::Tensor q, k, v, out;
   std::optional<at::Tensor> k_new, v_new, lse;
+  std::optional<at::Tensor> dout, dq, dk, dv;
 };
 
 std::optional<at::Tensor> int32(const std::vector<std::int32_t>& v, std::vector<std::int64_t> shape, bool cuda) {
@@ -70,7 +72,8 @@ std::optional<at::Tensor> int32(const std::vector<std::int32_t>& v, std::vector<
   return cuda ? h.to(at::kCUDA) : h;
 }
 
-// Calls the plugin; throws with its message when it reports an error.
+// Calls the plugin's forward, or its backward when the tensors carry dout; throws with its message when it reports
+// an error.
 void call(const PluginKernelSpec& spec, const KernelCase& c, const CallTensors& t) {
   const FlashcheckKernel* k = spec.entry();
   const FlashArgs a = flash_args(c);
@@ -105,7 +108,20 @@ void call(const PluginKernelSpec& spec, const KernelCase& c, const CallTensors& 
   args.window_right = a.window_right;
   args.stream = nullptr;  // the legacy default stream, which the harness synchronizes after the call
   char error[2048] = {0};
-  const int rc = k->run(k, &args, error, sizeof error);
+  int rc;
+  if (t.dout) {
+    if (!k->backward) throw std::runtime_error(fmt::format("{} has no backward entry", spec.name));
+    FlashcheckBackwardArgs bw{};
+    bw.abi_version = FLASHCHECK_PLUGIN_ABI_VERSION;
+    bw.forward = &args;
+    bw.dout = views.of(t.dout);
+    bw.dq = views.of(t.dq);
+    bw.dk = views.of(t.dk);
+    bw.dv = views.of(t.dv);
+    rc = k->backward(k, &bw, error, sizeof error);
+  } else {
+    rc = k->run(k, &args, error, sizeof error);
+  }
   error[sizeof error - 1] = '\0';
   if (rc != FLASHCHECK_OK)
     throw std::runtime_error(error[0] ? std::string(error) : fmt::format("{} returned {} without a message", spec.name, rc));
@@ -117,6 +133,39 @@ void make_outputs(const KernelCase& c, std::int64_t total_q, const at::Device& d
   t.out = at::empty({total_q, c.heads, c.v_head_dim}, opts.dtype(torch_bridge::scalar_type(c.dtype)))
               .fill_(std::numeric_limits<float>::quiet_NaN());
   if (lse) t.lse = at::empty({total_q, c.heads}, opts.dtype(at::kFloat)).fill_(std::numeric_limits<float>::quiet_NaN());
+}
+
+// The inputs of a backward call and its NaN-filled gradients, on `dev`: q, k, v, dout from the case's tensors, out
+// and lse from what the forward wrote.
+CallTensors backward_tensors(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, const at::Device& dev) {
+  const auto tensor = [&](const HostTensor& h) { return torch_bridge::from_values(h.data, h.shape, c.dtype).to(dev); };
+  const CaseGeometry g = geometry(c);
+  CallTensors t;
+  t.q = tensor(in.q);
+  t.k = tensor(in.k);
+  t.v = tensor(in.v);
+  t.dout = tensor(in.dout);
+  t.out = torch_bridge::from_values(std::vector<float>(fwd.out(), fwd.out() + fwd.out_elems()), {g.q_rows, c.heads, c.v_head_dim}, c.dtype)
+              .to(dev);
+  if (fwd.lse_written)
+    t.lse = torch_bridge::from_values(std::vector<float>(fwd.lse(), fwd.lse() + fwd.lse_elems()), {g.q_rows, c.heads}, DType::kF32)
+                .to(dev);
+  const auto nan = [&](std::vector<std::int64_t> shape) {
+    return at::empty(shape, at::TensorOptions().device(dev).dtype(torch_bridge::scalar_type(c.dtype)))
+        .fill_(std::numeric_limits<float>::quiet_NaN());
+  };
+  t.dq = nan({g.q_rows, c.heads, c.head_dim});
+  t.dk = nan({g.kv_rows, c.kv_heads, c.head_dim});
+  t.dv = nan({g.kv_rows, c.kv_heads, c.v_head_dim});
+  return t;
+}
+
+void read_gradients(const CallTensors& t, GradBuffer& grads) {
+  const std::vector<float> dq = torch_bridge::to_values(*t.dq), dk = torch_bridge::to_values(*t.dk),
+                           dv = torch_bridge::to_values(*t.dv);
+  std::copy(dq.begin(), dq.end(), grads.dq());
+  std::copy(dk.begin(), dk.end(), grads.dk());
+  std::copy(dv.begin(), dv.end(), grads.dv());
 }
 
 class HostPluginKernel : public Kernel {
@@ -149,6 +198,11 @@ class HostPluginKernel : public Kernel {
       out.lse_written = true;
     }
   }
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override {
+    const CallTensors t = backward_tensors(c, in, fwd, at::kCPU);
+    call(spec_, c, t);
+    read_gradients(t, grads);
+  }
 
  private:
   PluginKernelSpec spec_;
@@ -180,6 +234,12 @@ class DevicePluginKernel : public DeviceKernel {
     call(spec_, c, t);
     torch_cuda::write_out(t.out, out);
     if (t.lse) torch_cuda::write_lse(*t.lse, out);
+  }
+  // The backward goes through the host's tensors: gradients are compared on the host (properties/gradient_*).
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override {
+    const CallTensors t = backward_tensors(c, in, fwd, at::kCUDA);
+    call(spec_, c, t);
+    read_gradients(t, grads);
   }
 
  private:
