@@ -60,10 +60,10 @@ bool resolve_runs(const std::vector<std::string>& properties, const std::vector<
                   const std::string& command, std::vector<std::unique_ptr<Property>>& owned,
                   std::vector<const Property*>& runs) {
   std::vector<std::string> kernel_level;
-  std::vector<hf::HfPath> paths;  // the integration properties asked for, in order
+  std::vector<IntegrationKind> paths;  // the integration properties asked for, in order
   for (const std::string& n : properties) {
-    if (const auto path = integration_path(n)) {
-      if (std::find(paths.begin(), paths.end(), *path) == paths.end()) paths.push_back(*path);
+    if (const auto kind = integration_kind(n)) {
+      if (std::find(paths.begin(), paths.end(), *kind) == paths.end()) paths.push_back(*kind);
     } else {
       kernel_level.push_back(n);
     }
@@ -71,7 +71,7 @@ bool resolve_runs(const std::vector<std::string>& properties, const std::vector<
   std::vector<const Property*> props;
   if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return false;
   // The integration properties run once per profile, before the kernel-level properties.
-  for (const hf::HfPath path : paths)
+  for (const IntegrationKind path : paths)
     for (const std::string& n : profiles) {
       const auto p = hf::parse_profile(n);
       if (!p) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/case_tensors.h"
+#include "core/defined_memory.h"
 #include "core/kernel_case.h"
 #include "core/tolerance.h"
 #include "core/verdict.h"
@@ -67,6 +68,20 @@ GradientComparisons compare_gradient_pair(const KernelCase& c, const GradientRes
 
 // The failure of the first failing gradient, prefixed with its name ("" when all pass).
 std::string failure_reason(const GradientComparisons& g);
+
+// One gradient tensor in any layout of [rows, heads, dim] whose defined rows the caller lists (one span per
+// sequence or batch row: a worst element's b is the span, its i the row within it).
+struct GradientTensor {
+  std::string name;
+  std::vector<RowSpan> rows;
+  std::int64_t heads = 0, dim = 0;
+};
+// The gradient rule on one tensor, with the baseline's multiplier `k` (k_max of the case for kernels, the
+// integration rule's for transformers' paths) and with or without the mean check. compare_gradients is this on a
+// KernelCase's three gradients.
+Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, const std::vector<double>& got,
+                            const std::vector<double>& truth, const std::vector<double>& baseline,
+                            const std::vector<double>& noise, const std::vector<double>& terms, double k, bool mean_check);
 
 // The spacing of the dtype at |truth| + 0.3 (tolerance::spacing), from which the floors are built.
 double rounding_floor(DType dt, double truth);

@@ -13,12 +13,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One gradient tensor: its defined rows per sequence and its row shape (heads x dim).
-struct TensorRows {
-  const char* name;
-  std::vector<RowSpan> rows;
-  std::int64_t heads, dim;
-};
+using TensorRows = GradientTensor;
 
 std::array<TensorRows, 3> gradient_rows(const KernelCase& c, bool zero_unused_keys) {
   const CaseGeometry g = geometry(c);
@@ -54,12 +49,14 @@ bool beyond_range(DType dt, double truth, double out) {
   return (out > 0) == (truth > 0) && std::fabs(out) >= detail::format_of(dt).max_finite;
 }
 
-Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vector<double>& got,
-                       const std::vector<double>& truth, const std::vector<double>& base, const std::vector<double>& noise,
-                       const std::vector<double>& terms) {
+}  // namespace
+
+Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, const std::vector<double>& got,
+                            const std::vector<double>& truth, const std::vector<double>& base,
+                            const std::vector<double>& noise, const std::vector<double>& terms, double k_max, bool mean_check) {
   Comparison cmp;
   cmp.tensor = t.name;
-  const double k_max = tolerance::k_max(c.softcap > 0), extra = tolerance::grad_extra_floor(c.softcap > 0);
+  const double extra = tolerance::grad_extra_floor(softcap);
   double worst = -1, err_sum = 0, base_sum = 0, mean_floor_sum = 0, spacing_sum = 0, floor_max = 0;
   for_each_defined(t, [&](std::size_t at, ElementLoc loc) {
     const double o = got[at], r = truth[at], p = base[at];
@@ -67,7 +64,7 @@ Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vect
     loc.truth = r;
     loc.baseline = p;
     ++cmp.compared;
-    if (beyond_range(c.dtype, r, o)) return;
+    if (beyond_range(dt, r, o)) return;
     double e = std::fabs(o - r);
     if (!std::isfinite(o) || !std::isfinite(r)) {
       ++cmp.nonfinite;
@@ -76,7 +73,7 @@ Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vect
     // The dtype floor at the magnitude of the element's terms: a flash backward rounds its terms (FA2 rounds every
     // dS to the dtype and takes dpsum from the rounded output), and where they cancel, that scale, not |truth|, is
     // the scale of its rounding error.
-    const double sp = rounding_floor(c.dtype, terms.empty() ? r : std::max(std::fabs(r), terms[at]));
+    const double sp = rounding_floor(dt, terms.empty() ? r : std::max(std::fabs(r), terms[at]));
     double be = std::fabs(p - r);
     if (!std::isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
     const double nz = noise.empty() ? 0.0 : noise[at];
@@ -98,14 +95,18 @@ Comparison compare_one(const KernelCase& c, const TensorRows& t, const std::vect
   const std::int64_t cells = t.dim > 0 ? cmp.compared / t.dim : 0;
   cmp.err_mean = cmp.nonfinite ? kInf : err_sum / n;
   cmp.base_mean = base_sum / n;
-  cmp.mean_bound = tolerance::kMean * cmp.base_mean +
-                   tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, std::max<std::int64_t>(cells, 1)) + extra;
+  cmp.mean_bound = mean_check ? tolerance::kMean * cmp.base_mean +
+                                     tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, std::max<std::int64_t>(cells, 1)) +
+                                     extra
+                              : std::numeric_limits<double>::infinity();
   for_each_defined(t, [&](std::size_t at, const ElementLoc&) {
-    if (beyond_range(c.dtype, truth[at], got[at])) return;
+    if (beyond_range(dt, truth[at], got[at])) return;
     cmp.mismatches += std::fabs(got[at] - truth[at]) <= cmp.bound ? 0 : 1;  // NaN counts
   });
   return cmp;
 }
+
+namespace {
 
 Comparison compare_pair_one(const TensorRows& t, const std::vector<double>& a, const std::vector<double>& b, double bound) {
   Comparison cmp;
@@ -152,8 +153,8 @@ GradientComparisons compare_gradients(const KernelCase& c, const GradientResult&
   const auto rows = gradient_rows(c, zero_unused_keys);
   Comparison out[3];
   for (int w = 0; w < 3; ++w)
-    out[w] = compare_one(c, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w), part(baseline, w),
-                         noise_part(truth, w), terms_part(truth, w));
+    out[w] = compare_gradient(c.dtype, c.softcap > 0, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w),
+                              part(baseline, w), noise_part(truth, w), terms_part(truth, w), tolerance::k_max(c.softcap > 0), true);
   return {out[0], out[1], out[2]};
 }
 

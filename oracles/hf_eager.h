@@ -30,4 +30,11 @@ struct ExactAttention {
 };
 ExactAttention exact_attention(const ModelCase& m, const ModelTensors& t, const EagerMask& mask);
 
+// The backward (training): gradients of <dout, out> (dout [B, Lq, Hq, D]) w.r.t. q [B * Lq, Hq, D], k and v
+// [B * Lk, Hkv, D]. eager_gradients: autograd through eager_attention's own ops, in the model dtype (the baseline
+// of the integration property's backward); exact_gradients: in fp64 under the same allowed keys, with each
+// element's fp32 sensitivity and the magnitude of its terms (reference/host/exact_row.h's backward).
+GradientResult eager_gradients(const ModelCase& m, const ModelTensors& t, const HostTensor& dout, Profile p = Profile::kHfMain);
+GradientResult exact_gradients(const ModelCase& m, const ModelTensors& t, const EagerMask& mask, const HostTensor& dout);
+
 }  // namespace flashcheck::hf

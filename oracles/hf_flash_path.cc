@@ -440,7 +440,7 @@ KernelCase call_case(const FlashPlan& plan, const ModelCase& m) {
   return k;
 }
 
-FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTensors& t, Kernel& kernel) {
+FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTensors& t, Kernel& kernel, const HostTensor* dout) {
   FlashRun run;
   if (plan.branch == FlashBranch::kError) {
     run.kind = VerdictKind::kError;
@@ -453,7 +453,14 @@ FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTe
   for (std::size_t r = 0; r < plan.row_source.size(); ++r)
     if (plan.row_source[r] == kZeroRow) std::fill_n(run.out.begin() + static_cast<std::ptrdiff_t>(r * qrow), qrow, 0.0);
 
-  const KernelCase kc = call_case(plan, m);
+  KernelCase kc = call_case(plan, m);
+  if (dout) {
+    kc.dout = DoutRecipe{};  // a backward call; its dO comes from the model's below
+    run.grads = GradientResult{};
+    run.grads->dq.assign(static_cast<std::size_t>(m.batch * m.q_len) * qrow, 0.0);
+    run.grads->dk.assign(static_cast<std::size_t>(m.batch * m.kv_len()) * krow, 0.0);
+    run.grads->dv.assign(static_cast<std::size_t>(m.batch * m.kv_len()) * krow, 0.0);
+  }
   if (kc.seqs.empty()) return run;  // nothing to compute: every row stays as the path left it
   const ContractCheck support = kernel.check(kc);
   if (!support.supported) {
@@ -486,17 +493,42 @@ FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTe
     std::copy_n(t.v.data.begin() + from, krow, in.v.data.begin() + static_cast<std::ptrdiff_t>(r * krow));
   }
   const CaseGeometry g = geometry(kc);
+  const std::int64_t first = c.varlen ? c.cu_q.front() : 0;  // call rows are numbered from cu[0]
+  if (dout) {
+    // The re-padding's backward: each output row's dO goes to the call row it came from.
+    in.dout = HostTensor({g.total_q, H, D}, 0.0f);
+    for (std::size_t o = 0; o < plan.row_source.size(); ++o) {
+      const std::int64_t local = plan.row_source[o] - first;
+      if (plan.row_source[o] < 0 || local < 0 || local >= g.total_q) continue;
+      for (std::size_t x = 0; x < qrow; ++x) in.dout.data[static_cast<std::size_t>(local) * qrow + x] += dout->data[o * qrow + x];
+    }
+  }
   OutputBuffer buf(g.total_q * H * D, g.total_q * H, canary_margin(kc));
   buf.poison();
+  GradBuffer grads;
   try {
     kernel.run(kc, in, buf);
+    if (dout) {
+      grads = GradBuffer(kc);
+      kernel.run_backward(kc, in, buf, grads);
+    }
   } catch (const std::exception& e) {
     run.kind = VerdictKind::kError;
     run.reason = e.what();
     return run;
   }
-  // Scatter: output row r of the call lands where the plan says (call rows are numbered from cu[0]).
-  const std::int64_t first = c.varlen ? c.cu_q.front() : 0;
+  if (dout) {
+    // index_first_axis's backward: the call's gradient rows scatter-add into the layer's q, k, v.
+    for (std::size_t r = 0; r < q_rows.size(); ++r)
+      for (std::size_t x = 0; x < qrow; ++x)
+        run.grads->dq[static_cast<std::size_t>(q_rows[r]) * qrow + x] += grads.dq()[r * qrow + x];
+    for (std::size_t r = 0; r < k_rows.size(); ++r)
+      for (std::size_t x = 0; x < krow; ++x) {
+        run.grads->dk[static_cast<std::size_t>(k_rows[r]) * krow + x] += grads.dk()[r * krow + x];
+        run.grads->dv[static_cast<std::size_t>(k_rows[r]) * krow + x] += grads.dv()[r * krow + x];
+      }
+  }
+  // Scatter: output row r of the call lands where the plan says.
   for (std::size_t o = 0; o < plan.row_source.size(); ++o) {
     const std::int64_t r = plan.row_source[o];
     if (r < 0) continue;

@@ -60,10 +60,15 @@ struct FlashRun {
   VerdictKind kind = VerdictKind::kPass;  // kPass: ran; kError: raised; kUnsupported: the kernel cannot take the call
   std::string reason;
   std::vector<double> out;  // [B * out_len, Hq, D]; NaN on unwritten rows
+  std::optional<GradientResult> grads;  // with a dout: dq [B * Lq, Hq, D], dk and dv [B * Lk, Hkv, D]
 };
 
-// Executes the plan's call on `k` with the case's tensors and assembles the output as transformers would.
-FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTensors& t, Kernel& k);
+// Executes the plan's call on `k` with the case's tensors and assembles the output as transformers would. With
+// `dout` ([B, out_len, Hq, D]) also the training step's gradients: the re-padding's backward gathers dO into the
+// call's rows (rows zero-filled or never written get none), the kernel's backward computes the call's dQ, dK, dV,
+// and the unpadding's backward (index_first_axis) scatters them back to the layer's q, k, v.
+FlashRun run_flash_path(const FlashPlan& plan, const ModelCase& m, const ModelTensors& t, Kernel& k,
+                        const HostTensor* dout = nullptr);
 
 // The KernelCase of the plan's call (seqs from the cu_seqlens), as the kernel receives it.
 KernelCase call_case(const FlashPlan& plan, const ModelCase& m);

@@ -7,6 +7,7 @@
 
 #include "kernels/torch/torch_tensors.h"
 #include "oracles/hf_masks.h"
+#include "oracles/model_autograd.h"
 
 namespace flashcheck::hf {
 namespace {
@@ -127,7 +128,7 @@ SdpaPlan plan_sdpa_with_switches(Profile p, const ProfileSwitches& s, const Mode
   return plan;
 }
 
-SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTensors& t, bool on_device) {
+SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTensors& t, bool on_device, const HostTensor* dout) {
   SdpaRun run;
   if (plan.raises) {
     run.kind = profile_spec(plan.profile).switches.fastchat_monkey_patch ? VerdictKind::kUnsupported : VerdictKind::kError;
@@ -138,9 +139,10 @@ SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTenso
     const std::int64_t B = m.batch, Lq = m.q_len, H = m.heads, Hk = m.kv_heads, D = m.head_dim;
     // The model's query is a transposed view of the projection; keys and values come out of the cache
     // contiguous in [B, Hkv, L, D] (their strides do not change SDPA's result on the CPU).
-    at::Tensor q = torch_bridge::from_values(t.q.data, t.q.shape, m.dtype).transpose(1, 2);
-    at::Tensor k = torch_bridge::from_values(t.k.data, t.k.shape, m.dtype).transpose(1, 2).contiguous();
-    at::Tensor v = torch_bridge::from_values(t.v.data, t.v.shape, m.dtype).transpose(1, 2).contiguous();
+    const detail::Leaves x = detail::model_leaves(m, t, dout != nullptr);
+    at::Tensor q = x.q.transpose(1, 2);
+    at::Tensor k = x.k.transpose(1, 2).contiguous();
+    at::Tensor v = x.v.transpose(1, 2).contiguous();
     std::optional<at::Tensor> mask;
     if (!plan.mask_skipped) {
       const EagerMask e = eager_mask(m, plan.profile);
@@ -167,6 +169,7 @@ SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTenso
                                                       plan.gqa == SdpaGqa::kEnableGqa);
     out = out.reshape({B, H, Lq, D}).transpose(1, 2).contiguous();
     run.out = torch_bridge::to_values(out);
+    if (dout) run.grads = detail::model_gradients(m, x, out, *dout);
   } catch (const std::exception& e) {
     run.kind = VerdictKind::kError;
     run.reason = fmt::format("torch's scaled_dot_product_attention raised: {}", e.what());

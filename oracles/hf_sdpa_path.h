@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,10 +50,13 @@ struct SdpaRun {
   VerdictKind kind = VerdictKind::kPass;  // kPass: ran; kError: raised; kUnsupported: the profile has no SDPA path
   std::string reason;
   std::vector<float> out;  // [B, Lq, Hq, D], values exact in the case's dtype
+  std::optional<GradientResult> grads;  // with a dout: dq [B * Lq, Hq, D], dk and dv [B * Lk, Hkv, D]
 };
 
 // Runs the plan with at::scaled_dot_product_attention on the case's tensors (on CUDA when `on_device` and a
-// GPU is present, else on the CPU), returning the output as transformers does ([B, Lq, Hq, D]).
-SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTensors& t, bool on_device = false);
+// GPU is present, else on the CPU), returning the output as transformers does ([B, Lq, Hq, D]); with `dout`
+// ([B, Lq, Hq, D]) also the gradients of <dout, out> through torch's autograd of the same call (training).
+SdpaRun run_sdpa_path(const SdpaPlan& plan, const ModelCase& m, const ModelTensors& t, bool on_device = false,
+                      const HostTensor* dout = nullptr);
 
 }  // namespace flashcheck::hf

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/compare.h"
+#include "core/recipe.h"
 #include "oracles/hf_eager.h"
 #include "oracles/hf_sdpa_path.h"
 
@@ -169,6 +170,95 @@ IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const M
   }
   judge_output(r, profile, m, t, std::vector<double>(run.out.begin(), run.out.end()), nullptr);
   return done();
+}
+
+namespace {
+
+// dO [B, Lq, Hq, D]: the case's recipe on the comparable rows, zero elsewhere.
+HostTensor model_dout(const ModelCase& m, const hf::EagerMask& mask) {
+  HostTensor g({m.batch, m.q_len, m.heads, m.head_dim}, 0.0f);
+  for (std::int64_t b = 0; b < m.batch; ++b)
+    for (std::int64_t i = 0; i < m.q_len; ++i) {
+      if (mask.row(b, i) != hf::RowFlag::kComparable) continue;
+      for (std::int64_t h = 0; h < m.heads; ++h)
+        for (std::int64_t d = 0; d < m.head_dim; ++d)
+          g.data[static_cast<std::size_t>(((b * m.q_len + i) * m.heads + h) * m.head_dim + d)] = round_to_float(
+              m.dtype, dout_value(DoutRecipe{}, m.data.seed, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i),
+                                  static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(m.head_dim)));
+    }
+  return g;
+}
+
+// One span of rows per batch row: a worst element is then (batch row, head, position, channel).
+std::vector<RowSpan> batch_rows(std::int64_t batch, std::int64_t len) {
+  std::vector<RowSpan> rows;
+  for (std::int64_t b = 0; b < batch; ++b) rows.push_back({b * len, (b + 1) * len});
+  return rows;
+}
+
+}  // namespace
+
+bool training_call(const ModelCase& m) { return m.past == 0 && !m.use_cache && !m.static_cache_len && !m.via_generate; }
+
+IntegrationResult check_integration_backward(hf::Profile profile, Kernel& k, const ModelCase& m, hf::HfPath path,
+                                             hf::PathDefect defect) {
+  const auto start = Clock::now();
+  const ModelTensors t = materialize(m);
+  IntegrationResult r = path == hf::HfPath::kSdpa ? check_sdpa_integration(profile, k, m, t, defect)
+                                                  : check_integration(profile, k, m, t, defect);
+  Verdict& v = r.verdict;
+  v.property += "-backward";
+  if (v.kind != VerdictKind::kPass) {
+    v.reason = "forward: " + v.reason;
+    return r;
+  }
+  if (!training_call(m)) {
+    v.kind = VerdictKind::kUnsupported;
+    v.reason = "the backward is judged on training calls (no past, no cache, not from generate)";
+    return r;
+  }
+  const hf::EagerMask mask = hf::eager_mask(m, profile);
+  const HostTensor dout = model_dout(m, mask);
+  std::optional<GradientResult> got;
+  if (path == hf::HfPath::kSdpa) {
+    const hf::SdpaRun run = hf::run_sdpa_path(hf::plan_sdpa_path(profile, m, defect), m, t, k.on_device(), &dout);
+    got = run.grads;
+    if (run.kind != VerdictKind::kPass) v.reason = run.reason;
+  } else {
+    const hf::FlashRun run = hf::run_flash_path(hf::plan_flash_path(profile, m, defect), m, t, k, &dout);
+    got = run.grads;
+    if (run.kind != VerdictKind::kPass) {
+      v.kind = run.kind;
+      v.reason = "backward: " + run.reason;
+      return r;
+    }
+  }
+  if (!got) {
+    v.kind = VerdictKind::kError;
+    v.reason = "backward: " + (v.reason.empty() ? std::string("the path returned no gradients") : v.reason);
+    return r;
+  }
+  const GradientResult eager = hf::eager_gradients(m, t, dout, profile);
+  const GradientResult exact = hf::exact_gradients(m, t, mask, dout);
+  const bool softcap = m.softcap.has_value();
+  const std::vector<RowSpan> q_rows = batch_rows(m.batch, m.q_len), k_rows = batch_rows(m.batch, m.kv_len());
+  GradientComparisons cmp;
+  cmp.dq = compare_gradient(m.dtype, softcap, {"dq", q_rows, m.heads, m.head_dim}, got->dq, exact.dq, eager.dq, exact.dq_noise,
+                            exact.dq_terms, kIntegrationK, false);
+  cmp.dk = compare_gradient(m.dtype, softcap, {"dk", k_rows, m.kv_heads, m.head_dim}, got->dk, exact.dk, eager.dk,
+                            exact.dk_noise, exact.dk_terms, kIntegrationK, false);
+  cmp.dv = compare_gradient(m.dtype, softcap, {"dv", k_rows, m.kv_heads, m.head_dim}, got->dv, exact.dv, eager.dv,
+                            exact.dv_noise, exact.dv_terms, kIntegrationK, false);
+  v.cmp = cmp.decisive();
+  v.reason = failure_reason(cmp);
+  if (!v.reason.empty()) v.reason = fmt::format("backward: {} (baseline: eager's autograd)", v.reason);
+  v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
+  // A documented divergence of the path shows in its gradients too (S1's dropped softcap loses tanh's
+  // derivative): the same id, counted, not a new finding.
+  return finish(
+      std::move(r), profile, defect, start,
+      [&] { return path == hf::HfPath::kSdpa ? hf::known_sdpa_divergence(m) : hf::known_divergence(m); },
+      [&] { return check_integration_backward(profile, k, m, path).verdict; });
 }
 
 }  // namespace flashcheck

@@ -50,4 +50,19 @@ IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const M
 IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const ModelCase& m,
                                          hf::PathDefect defect = hf::PathDefect::kNone);
 
+// The backward (training): the path's gradients of <dO, out> w.r.t. the layer's q, k and v against the exact fp64
+// gradients under eager's mask, as close as eager's own autograd gets, per gradient:
+//
+//   max|path grad - exact grad| <= k * max|eager grad - exact grad| + floor
+//
+// with the gradient rule's floor (core/compare.h compare_gradient, no mean check, as the forward). dO is drawn by
+// the case's seed and is zero on rows that are not comparable (padding queries and rows without keys: training
+// leaves them out of the loss). The forward is judged first; a path whose forward fails (or raises, or is a known
+// divergence) gets that verdict. Training calls only: no past, no cache. Property "<path's>-backward".
+IntegrationResult check_integration_backward(hf::Profile profile, Kernel& k, const ModelCase& m, hf::HfPath path,
+                                             hf::PathDefect defect = hf::PathDefect::kNone);
+
+// Whether a model case is a training call: no tokens in a cache, no cache object, not from generate().
+bool training_call(const ModelCase& m);
+
 }  // namespace flashcheck

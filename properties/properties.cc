@@ -465,7 +465,7 @@ bool is_gradient_property(const Property& p) { return p.requirements().backward;
 const Property* find_property(std::string_view name) {
   for (const Property* p : all_properties())
     if (p->name() == name) return p;
-  if (const auto path = integration_path(name)) return &integration_on_hf_main(*path);
+  if (const auto kind = integration_kind(name)) return &integration_on_hf_main(*kind);
   return nullptr;
 }
 

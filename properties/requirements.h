@@ -18,6 +18,7 @@ struct CaseRequirements {
   bool leftpad = false;     // the kernel must support leftpad_k (the property adds it)
   bool backward = false;    // backward cases (KernelCase::dout): the kernel's backward contract applies
   bool fp32 = false;        // the kernel must take fp32 (the property runs its cases in fp32)
+  bool training = false;    // model level: training calls only (no past, no cache, not from generate)
 };
 
 // The contract backward cases are drawn from: the forward contract less what the backward lacks (its `without`

@@ -25,8 +25,11 @@ std::string narrowing_unmet(const Kernel& k, const GenLimits& lim) {
 
 rc::Gen<AnyCase> case_gen(const Property& p, const Kernel& k, const GenLimits& lim, const ModelGenLimits& model_lim) {
   // gen::map keeps the source generator's randomness and shrinks: a seed gives the same cases either way.
-  if (p.level() == CaseLevel::kModel)
-    return rc::gen::map(model_case_gen(model_lim), [](ModelCase m) { return AnyCase{std::move(m)}; });
+  if (p.level() == CaseLevel::kModel) {
+    ModelGenLimits lim_for_p = model_lim;
+    lim_for_p.training = p.requirements().training;
+    return rc::gen::map(model_case_gen(lim_for_p), [](ModelCase m) { return AnyCase{std::move(m)}; });
+  }
   return rc::gen::map(kernel_case_gen(generation_contract(run_contract(k, lim), p.requirements()), p.requirements(), lim),
                       [](KernelCase c) { return AnyCase{std::move(c)}; });
 }

@@ -114,12 +114,20 @@ GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kern
     log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration.label(), gate_line(r)));
     g.runs.push_back(r);
   }
-  if (!kernels.empty()) {
-    const Property& sdpa = integration_on_hf_main(hf::HfPath::kSdpa);
-    const FuzzReport r = run_fuzz_isolated(*kernels.front(), sdpa, options(plan.seed));
-    log(fmt::format("gate: {:<16} {:<19} {}", "torch-sdpa", sdpa.label(), gate_line(r)));
+  // The training step through the flash path, on every kernel with a backward.
+  const Property& integration_backward = integration_on_hf_main({hf::HfPath::kFlash, true});
+  for (Kernel* k : kernels) {
+    const FuzzReport r = run_fuzz_isolated(*k, integration_backward, options(plan.seed));
+    log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration_backward.label(), gate_line(r)));
     g.runs.push_back(r);
   }
+  if (!kernels.empty())
+    for (bool backward : {false, true}) {
+      const Property& sdpa = integration_on_hf_main({hf::HfPath::kSdpa, backward});
+      const FuzzReport r = run_fuzz_isolated(*kernels.front(), sdpa, options(plan.seed));
+      log(fmt::format("gate: {:<16} {:<19} {}", "torch-sdpa", sdpa.label(), gate_line(r)));
+      g.runs.push_back(r);
+    }
   if (plan.mutants)
     for (MutantRow& row : run_model_mutants({}, mo)) g.mutants.push_back(std::move(row));
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -57,6 +57,40 @@ TEST(IntegrationFuzz, MainIsCleanApartFromDocumentedDivergences) {
   EXPECT_LT(r.worst_bound_use, 1.0);
 }
 
+// The training step: through the flash path on a correct kernel's backward, and through the SDPA path, clean on
+// hf-main (documented divergences counted); only training calls are drawn.
+TEST(IntegrationFuzz, BackwardOnMainIsCleanOnTrainingCalls) {
+  for (const IntegrationKind kind : {IntegrationKind{hf::HfPath::kFlash, true}, IntegrationKind{hf::HfPath::kSdpa, true}}) {
+    FuzzOptions o;
+    o.cases = 300;
+    o.seed = 5;
+    std::int64_t not_training = 0;
+    FuzzHooks hooks;
+    hooks.on_judged = [&](const AnyCase& c, const Verdict&) {
+      const ModelCase& m = std::get<ModelCase>(c);
+      not_training += m.past > 0 || m.use_cache || m.via_generate;
+    };
+    const FuzzReport r = run_fuzz(tiled(), *integration_property(Profile::kHfMain, hf::PathDefect::kNone, kind), o, hooks);
+    EXPECT_TRUE(r.findings.empty()) << integration_property_name(kind) << ": " << describe(r.findings[0].verdict);
+    EXPECT_EQ(r.cases, 300);
+    EXPECT_EQ(not_training, 0);
+  }
+}
+
+// A kernel whose backward forgets the GQA sum is caught through transformers' flash path, with its forward
+// correct (the verdict is about the gradients).
+TEST(IntegrationFuzz, BackwardCatchesAKernelBackwardDefectThroughThePath) {
+  FuzzOptions o;
+  o.cases = 300;
+  o.seed = 5;
+  o.stop_at_first_failure = true;
+  const FuzzReport r = run_fuzz(*builtin_registry().find("mutant-bw-gqa-first-head"),
+                                *integration_property(Profile::kHfMain, hf::PathDefect::kNone, {hf::HfPath::kFlash, true}), o);
+  ASSERT_EQ(r.findings.size(), 1u) << r.cases << " cases";
+  EXPECT_TRUE(contains(r.findings[0].verdict.reason, "backward: d")) << r.findings[0].verdict.reason;
+  EXPECT_FALSE(contains(r.findings[0].verdict.reason, "forward"));
+}
+
 // tiled-cpu, except that a call with a cache (k_len > q_len) kills the process, as a kernel with an
 // out-of-bounds read would.
 class CrashesOnCache : public Kernel {

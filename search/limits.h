@@ -24,6 +24,8 @@ struct ModelGenLimits {
   std::int64_t max_q_len = 48;
   std::int64_t max_past = 32;
   std::int64_t max_heads = 16;
+  // Training calls only (the backward's integration properties): no past, no cache, not from generate, no decode.
+  bool training = false;
 };
 
 }  // namespace flashcheck

@@ -105,12 +105,12 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
     m.batch = batched ? batch : 1;
     const bool decode = pick_weighted({2, 3}) == 0;
     const std::int64_t q_len = upto(1, lim.max_q_len);
-    m.q_len = decode ? 1 : q_len;
+    m.q_len = decode && !lim.training ? 1 : q_len;
     const bool has_past = toggle(1, 1);
     const std::int64_t past = upto(1, lim.max_past);
-    m.past = has_past ? past : 0;
+    m.past = has_past && !lim.training ? past : 0;
     const bool cache_object = toggle(1, 3);
-    m.use_cache = m.past > 0 || cache_object;
+    m.use_cache = !lim.training && (m.past > 0 || cache_object);
     static const std::vector<std::int64_t> kGroups{1, 2, 4, 8, 3};
     static const std::vector<std::int64_t> kKvHeads{1, 2, 4};
     const std::int64_t group = pick(kGroups);
@@ -165,7 +165,7 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
       k.max_length_k = k.max_length_q;
       m.varlen_kwargs = std::move(k);
     }
-    m.via_generate = toggle(1, 8);
+    m.via_generate = toggle(1, 8) && !lim.training;
     static const std::vector<Distribution> kDists{Distribution::kNormal, Distribution::kUniform, Distribution::kIntegers};
     m.data.dist = pick(kDists);
     m.data.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(0, 1u << 30));

@@ -112,9 +112,9 @@ std::vector<ReplayRecord> replay_fixtures(const std::vector<Fixture>& fixtures, 
   auto run = [&](std::size_t j) -> std::vector<Verdict> {
     if (jobs[j].profile) {
       const AnyCase c = jobs[j].fixture->model_cases[jobs[j].case_index].mcase;
-      // A fixture of "integration-sdpa" replays the SDPA path; any other, the flash path.
-      const hf::HfPath path = integration_path(jobs[j].fixture->property).value_or(hf::HfPath::kFlash);
-      return {integration_property(*jobs[j].profile, hf::PathDefect::kNone, path)->judge(*jobs[j].kernel, c).verdict};
+      // A fixture of "integration-sdpa" replays the SDPA path, "-backward" the training step; any other the flash path.
+      const IntegrationKind kind = integration_kind(jobs[j].fixture->property).value_or(IntegrationKind{});
+      return {integration_property(*jobs[j].profile, hf::PathDefect::kNone, kind)->judge(*jobs[j].kernel, c).verdict};
     }
     const FixtureCase& fc = jobs[j].fixture->cases[jobs[j].case_index];
     const auto it = fc.expect.find(std::string(jobs[j].kernel->name()));
