@@ -188,6 +188,16 @@ FC_HD T weight_sensitivity(T logit_sens, T p) {
   return static_cast<T>(2) * logit_sens * p;
 }
 
+// ---- The finite-difference check of a backward (the grad-fd property) ------------------------------------
+// Central differences of an fp32 forward along a random direction, with steps of kFdFirstStep times each input
+// tensor's largest magnitude, halved while the fp64 forward's Richardson estimate puts the truncation above
+// kFdTruncationShare of the difference; the bound is kFdSafety times the sum of the forward's rounding (every
+// output element's noise floor), the gradients' rounding along the step and the truncation.
+inline constexpr double kFdFirstStep = 0x1.0p-7;
+inline constexpr double kFdTruncationShare = 0.01;
+inline constexpr double kFdSafety = 2.0;
+inline constexpr int kFdMaxHalvings = 8;
+
 // sigma_j of one dS_j (softcap: c = 1 - t^2, else c = 1, t = 0).
 template <class T>
 FC_HD T dscore_sensitivity(T logit_sens, T p, T dp_minus_d, T dp_sens, T d_sens, T c, T t, T ds, T cap) {

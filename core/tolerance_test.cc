@@ -258,7 +258,8 @@ TEST(ToleranceOnePlace, NoUserOfTheRuleHoldsItsOwnCopy) {
   for (const char* path : {"core/compare.cc", "reference/device/compare.cu", "reference/device/attention.cu",
                            "reference/device/attention_tc.cu",
                            "reference/host/attention.cc", "reference/host/exact_row.cc", "properties/integration.cc",
-                           "properties/device_reference_property.cc", "oracles/hf_eager.cc"}) {
+                           "properties/device_reference_property.cc", "oracles/hf_eager.cc", "core/compare_gradients.cc",
+                           "reference/host/gradients.cc", "properties/gradient_properties.cc"}) {
     std::ifstream in(path);
     ASSERT_TRUE(in.good()) << path << " not found: run from the repository root, or update this list if it moved";
     std::stringstream text;

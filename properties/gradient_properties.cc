@@ -444,7 +444,7 @@ class GradFiniteDifference : public GradientProperty {
                 const Philox4 bits = element_bits(c.data.seed ^ 0xFDFDFDFDull, id, static_cast<std::uint32_t>(s),
                                                   static_cast<std::uint32_t>(row), static_cast<std::uint32_t>(hd),
                                                   static_cast<std::uint32_t>(ch));
-                const double u = 2.0 * unit_uniform(bits.w[0]) - 1.0;
+                const double u = unit_uniform(bits.w[0]) * 2 - 1;  // uniform on [-1, 1)
                 float& xp = (st.plus.*tensor).data[at];
                 float& xm = (st.minus.*tensor).data[at];
                 xp = static_cast<float>(x.data[at] + h * u);
@@ -476,16 +476,19 @@ class GradFiniteDifference : public GradientProperty {
         }
       return sum;
     };
-    // The step: from 2^-7 of each tensor's largest magnitude down, halved while the fp64 forward's Richardson
-    // estimate says the truncation is more than 1% of the difference (saturated softcaps, sharp softmaxes).
-    double step = std::ldexp(1.0, -7);
+    // The step: from tolerance::kFdFirstStep of each tensor's largest magnitude down, halved while the fp64
+    // forward's Richardson estimate puts the truncation above its share of the difference (saturated softcaps,
+    // sharp softmaxes).
+    double step = tolerance::kFdFirstStep;
     Step wide = make_step(2 * step), narrow = make_step(step);
     AttentionResult wp = reference::host_attention(c, wide.plus), wm = reference::host_attention(c, wide.minus);
     AttentionResult np = reference::host_attention(c, narrow.plus), nm = reference::host_attention(c, narrow.minus);
     double rounding = 0;
     double fd1 = contract_rows(np.out, nm.out, &np.noise, &nm.noise, &rounding);
     double fd2 = contract_rows(wp.out, wm.out, nullptr, nullptr, nullptr);
-    for (int halvings = 0; halvings < 8 && std::fabs(fd2 / 2 - fd1) > 0.01 * std::fabs(fd1); ++halvings) {
+    for (int halvings = 0; halvings < tolerance::kFdMaxHalvings &&
+                           std::fabs(fd2 / 2 - fd1) > tolerance::kFdTruncationShare * std::fabs(fd1);
+         ++halvings) {
       step /= 2;
       wide = std::move(narrow);
       wp = std::move(np);
@@ -503,13 +506,13 @@ class GradFiniteDifference : public GradientProperty {
     const double predicted = narrow.predicted, grad_rounding = narrow.grad_rounding;
     // Richardson: D(h) = 2h D' + c h^3 + ..., so D(2h) / 2 - D(h) = 3 c h^3: three times D(h)'s truncation.
     const double truncation = std::fabs(fd2 / 2 - fd1);
-    const double bound = 2.0 * (rounding + grad_rounding + truncation);
+    const double bound = tolerance::kFdSafety * (rounding + grad_rounding + truncation);
     const bool finite = std::isfinite(fd) && std::isfinite(predicted);
     Comparison cmp;
     cmp.tensor = "fd";
     cmp.err_max = finite ? std::fabs(fd - predicted) : std::numeric_limits<double>::infinity();
     cmp.base_max = std::fabs(fd1 - predicted);  // the fp64 forward's finite difference against the same prediction
-    cmp.floor = 2.0 * (rounding + grad_rounding);
+    cmp.floor = tolerance::kFdSafety * (rounding + grad_rounding);
     cmp.bound = bound;
     cmp.compared = 1;
     cmp.nonfinite = finite ? 0 : 1;
