@@ -182,6 +182,13 @@ FC_HD T gradient_sensitivity(long long terms, T abs_sum, T carried) {
   return sum_sensitivity<T>(terms) * abs_sum + carried;
 }
 
+// The magnitude of a gradient element's terms as a kernel that rounds each of them errs: the root of the sum of
+// their squares (independent roundings), from that sum.
+template <class T>
+FC_HD T terms_magnitude(T sum_of_squares) {
+  return math::sqrt(sum_of_squares);
+}
+
 // The sensitivity of a softmax weight P_j: dP_j = P_j (ds_j - sum_i P_i ds_i), at most 2 L P_j.
 template <class T>
 FC_HD T weight_sensitivity(T logit_sens, T p) {

@@ -122,8 +122,8 @@ GradientResult exact_gradients(const ModelCase& m, const ModelTensors& t, const 
     const long long n = terms[e / static_cast<std::size_t>(D)];
     r.dk_noise[e] = tolerance::gradient_sensitivity(n, dk_abs[e], dk_carried[e]);
     r.dv_noise[e] = tolerance::gradient_sensitivity(n, dv_abs[e], dv_carried[e]);
-    r.dk_terms[e] = std::sqrt(r.dk_terms[e]);
-    r.dv_terms[e] = std::sqrt(r.dv_terms[e]);
+    r.dk_terms[e] = tolerance::terms_magnitude(r.dk_terms[e]);
+    r.dv_terms[e] = tolerance::terms_magnitude(r.dv_terms[e]);
   }
   return r;
 }

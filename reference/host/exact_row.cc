@@ -89,7 +89,7 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
     g.ds = p * (dp - big_d) * c;
     g.p_noise = tolerance::weight_sensitivity(logit_sens_, p);
     g.ds_noise = tolerance::dscore_sensitivity(logit_sens_, p, dp - big_d, dp_sens, d_sens, c, t, g.ds, cap);
-    g.ds_magnitude = std::fabs(g.ds) + p * c * std::sqrt(d_squares);
+    g.ds_magnitude = std::fabs(g.ds) + p * c * tolerance::terms_magnitude(d_squares);
   }
   for (std::int64_t x = 0; x < d; ++x) {
     double sum = 0.0, abs_sum = 0.0, carried = 0.0, magnitude = 0.0;
@@ -101,7 +101,7 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
       magnitude += (key_grads_[j].ds_magnitude * kx) * (key_grads_[j].ds_magnitude * kx);
     }
     dq[x] = scale * sum;
-    dq_terms[x] = std::fabs(scale) * std::sqrt(magnitude);
+    dq_terms[x] = std::fabs(scale) * tolerance::terms_magnitude(magnitude);
     dq_noise[x] = std::fabs(scale) * tolerance::gradient_sensitivity(static_cast<long long>(n), abs_sum, carried);
   }
   return key_grads_;

@@ -97,14 +97,14 @@ GradientResult host_gradients(const KernelCase& c, const CaseTensors& t) {
         for (std::int64_t x = 0; x < d; ++x) {
           const std::size_t at = cell * static_cast<std::size_t>(d) + static_cast<std::size_t>(x);
           r.dk[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] = dk[at];
-          r.dk_terms[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] = std::sqrt(dk_terms[at]);
+          r.dk_terms[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] = tolerance::terms_magnitude(dk_terms[at]);
           r.dk_noise[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(x)] =
               tolerance::gradient_sensitivity(terms[cell], dk_abs[at], dk_carried[at]);
         }
         for (std::int64_t x = 0; x < dv; ++x) {
           const std::size_t at = cell * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x);
           r.dv[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] = dvv[at];
-          r.dv_terms[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] = std::sqrt(dv_terms[at]);
+          r.dv_terms[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] = tolerance::terms_magnitude(dv_terms[at]);
           r.dv_noise[to * static_cast<std::size_t>(dv) + static_cast<std::size_t>(x)] =
               tolerance::gradient_sensitivity(terms[cell], dv_abs[at], dv_carried[at]);
         }
