@@ -73,11 +73,24 @@ std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths) {
       const bool model_only = fx.cases.empty() && integration_path(fx.property).has_value();
       if (!model_only && !find_property(fx.property))
         throw InputError(file, "property", "unknown property \"" + fx.property + "\"");
-      for (std::size_t i = 0; i < fx.cases.size(); ++i)
-        for (const auto& [kernel, x] : fx.cases[i].expect)
+      const Property* p = find_property(fx.property);
+      const bool backward = p && is_gradient_property(*p);
+      for (std::size_t i = 0; i < fx.cases.size(); ++i) {
+        // A gradient property judges backward cases only; a forward one ignores a dout.
+        if (backward && !fx.cases[i].kcase.backward())
+          throw InputError(file, fmt::format("cases[{}].dout", i),
+                           fmt::format("missing: property {} judges the backward, whose cases give the upstream gradient's "
+                                       "recipe (\"dout\": {{\"dist\": \"normal\"}})", fx.property));
+        for (const auto& [kernel, x] : fx.cases[i].expect) {
           if (!is_known_kernel_name(kernel))
             throw InputError(file, fmt::format("cases[{}].expect.{}", i, kernel),
                              "unknown kernel (flashcheck list shows this build's kernels; CUDA builds add the GPU ones)");
+          const Kernel* k = builtin_registry().find_registered(kernel);
+          if (backward && k && !k->contract().backward.available && x.verdict != VerdictKind::kUnsupported)
+            throw InputError(file, fmt::format("cases[{}].expect.{}", i, kernel),
+                             fmt::format("{} has no backward: a backward case can only expect `unsupported` of it", kernel));
+        }
+      }
       fixtures.push_back(std::move(fx));
     }
   }

@@ -91,6 +91,10 @@ const std::vector<MutantSpec>& specs() {
       {{"mutant-bw-dv-tail", "backward: dV channels past the last multiple of 8 never written",
         "flash-attention#2552 (wrong dV when head_dim_v is not aligned to the reduce width)", true},
        [](F& f) { f.bw_dv_tail_dropped = true; }},
+      {{"mutant-bw-segfault-tile-overrun",
+        "backward: the process dies (SIGSEGV) when a key length is one past a whole 32-key tile (the forward is fine)", "",
+        true},
+       [](F& f) { f.bw_segfault_tile_overrun = true; }},
   };
   return s;
 }

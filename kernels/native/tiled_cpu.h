@@ -51,6 +51,7 @@ struct TiledFaults {
   bool bw_empty_row_lse_minus_inf = false;  // rows without a key recompute P with LSE -inf: exp(-inf + inf) = NaN
   bool bw_nondeterministic_dq = false;   // dQ accumulated over key tiles in an order that changes between runs
   bool bw_dv_tail_dropped = false;       // dV channels past the last multiple of 8 never written (dv % 8 != 0)
+  bool bw_segfault_tile_overrun = false; // the backward dies (SIGSEGV) when a key length is one past a 32-key tile
 };
 
 }  // namespace detail

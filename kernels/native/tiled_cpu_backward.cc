@@ -7,6 +7,7 @@
 // keys outside a sequence get zeros; slack rows are left as they are.
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <stdexcept>
 
@@ -42,6 +43,7 @@ void TiledCpuKernel::run_backward(const KernelCase& c, const CaseTensors& in, co
     const std::int64_t p0 = a.leftpad_k.empty() ? 0 : a.leftpad_k[b];
     const std::int64_t lk = std::max<std::int64_t>(kv_end - p0, 0);
     const std::int64_t off = lk - lq;
+    if (f.bw_segfault_tile_overrun && lk > 32 && lk % 32 == 1) std::raise(SIGSEGV);
     const std::int64_t krow0 = seg + p0;  // storage row of key 0
     dq_acc.assign(static_cast<std::size_t>(lq * H * d), 0.0f);
     dk_group.assign(static_cast<std::size_t>(lk * Hk * d), 0.0f);
