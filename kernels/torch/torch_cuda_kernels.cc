@@ -1,13 +1,17 @@
 // Adapters for PyTorch's fused CUDA attention kernels, called through their aten ops on device tensors:
-//   flash-fwd-dense / flash-fwd-varlen          aten::_flash_attention_forward (vendored FlashAttention-2)
-//   efficient-fwd-dense / efficient-fwd-varlen  aten::_efficient_attention_forward (CUTLASS memory-efficient)
+//   flash-fwd-dense / flash-fwd-varlen          aten::_flash_attention_forward (vendored FlashAttention-2),
+//                                               backward aten::_flash_attention_backward
+//   efficient-fwd-dense / efficient-fwd-varlen  aten::_efficient_attention_forward (CUTLASS memory-efficient),
+//                                               backward aten::_efficient_attention_backward
 //   cudnn-fwd                                   aten::_cudnn_attention_forward
 // The contracts state what each op computes natively; nothing here translates a feature (the SDPA
 // adapters do, see kernels/torch/torch_sdpa.cc).
 #include <algorithm>
 
 #include <ATen/ops/_cudnn_attention_forward.h>
+#include <ATen/ops/_efficient_attention_backward.h>
 #include <ATen/ops/_efficient_attention_forward.h>
+#include <ATen/ops/_flash_attention_backward.h>
 #include <ATen/ops/_flash_attention_forward.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/repeat_interleave.h>
@@ -19,6 +23,7 @@
 #include "kernels/torch/torch_device_tensors.h"
 #include "kernels/flash_args.h"
 #include "kernels/torch/torch_sdpa.h"
+#include "kernels/torch/torch_tensors.h"
 
 namespace flashcheck {
 namespace {
@@ -27,6 +32,33 @@ using torch_cuda::packed_kv;
 using torch_cuda::packed_q;
 using torch_cuda::write_lse;
 using torch_cuda::write_out;
+
+// A backward call's inputs on the device: q (q_rows, H, d), k and v (kv_rows, Hk, d | dv), dO (q_rows, H, dv),
+// contiguous, in the case's dtype.
+struct BackwardInputs {
+  at::Tensor q, k, v, dout;
+};
+BackwardInputs backward_inputs(const KernelCase& c, const CaseTensors& in) {
+  const auto up = [&](const HostTensor& t) { return torch_bridge::from_values(t.data, t.shape, c.dtype).to(at::kCUDA); };
+  return {up(in.q), up(in.k), up(in.v), up(in.dout)};
+}
+
+// The gradients (any dtype) into the harness's buffers: dq (q_rows, H, d), dk and dv (kv_rows, Hk, d | dv).
+void write_gradients(const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv, GradBuffer& grads) {
+  for (const auto& [t, dst, n] : {std::tuple{&dq, grads.dq(), grads.dq_elems()}, std::tuple{&dk, grads.dk(), grads.dk_elems()},
+                                  std::tuple{&dv, grads.dv(), grads.dv_elems()}}) {
+    const std::vector<float> v = torch_bridge::to_values(*t);
+    if (static_cast<std::int64_t>(v.size()) != n)
+      throw std::runtime_error(fmt::format("the backward returned {} gradient values where {} were expected", v.size(), n));
+    std::copy(v.begin(), v.end(), dst);
+  }
+}
+
+// dK or dV of the repeated KV heads (rows, H, d) summed over each group to the case's KV heads (rows, Hk, d).
+at::Tensor sum_groups(const at::Tensor& g, std::int64_t kv_heads) {
+  if (g.size(1) == kv_heads) return g;
+  return g.to(at::kFloat).reshape({g.size(0), kv_heads, g.size(1) / kv_heads, g.size(2)}).sum(2);
+}
 
 // Every sequence has the same q_len and the same number of keys: what a dense (B, S, H, d) call needs.
 bool uniform_batch(const KernelCase& c) {
@@ -89,6 +121,11 @@ Contract flash_contract(bool varlen) {
   k.returns_lse = true;
   k.notes = {"causal is bottom-right per sequence; window (left, right) with -1 unbounded",
              "no softcap, leftpad, paged KV or KV-cache append in this op (torch 2.11)"};
+  k.backward.available = true;
+  k.backward.deterministic = false;  // dQ is accumulated over key blocks with atomics
+  k.backward.without = {"seqused_k"};  // aten::_flash_attention_backward takes no seqused_k
+  k.backward.notes = {"aten::_flash_attention_backward on the forward's own out, logsumexp and rng state (the adapter "
+                      "runs the forward op again on the device)"};
   return k;
 }
 
@@ -142,6 +179,37 @@ class FlashForward : public DeviceKernel {
     write_lse(lse.permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
   }
 
+  // The op's backward needs its own forward's logsumexp and rng state, which the harness's buffer does not hold in
+  // the op's layout: the forward runs again on the device, then the backward.
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+    const FlashArgs a = flash_args(c);
+    const BackwardInputs x = backward_inputs(c, in);
+    std::optional<std::int64_t> wl, wr;
+    if (a.window_left >= 0) wl = a.window_left;
+    if (a.window_right >= 0) wr = a.window_right;
+    if (varlen_) {
+      const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
+      auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(x.q, x.k, x.v, cq, ck, a.max_seqlen_q, a.max_seqlen_k,
+                                                                      0.0, c.causal, false, c.softmax_scale(), wl, wr,
+                                                                      std::nullopt, std::nullopt);
+      auto [dq, dk, dv] = at::_flash_attention_backward(x.dout, x.q, x.k, x.v, o, lse, cq, ck, a.max_seqlen_q,
+                                                        a.max_seqlen_k, 0.0, c.causal, rng, unused, c.softmax_scale(), wl, wr);
+      write_gradients(dq, dk, dv, grads);
+      return;
+    }
+    const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
+    const at::Tensor qd = x.q.view({B, Lq, c.heads, c.head_dim}), god = x.dout.view({B, Lq, c.heads, c.v_head_dim});
+    const at::Tensor kd = x.k.view({B, Lk, c.kv_heads, c.head_dim}), vd = x.v.view({B, Lk, c.kv_heads, c.v_head_dim});
+    auto [o, lse, rng, unused, dbg] = at::_flash_attention_forward(qd, kd, vd, std::nullopt, std::nullopt, Lq, Lk, 0.0,
+                                                                    c.causal, false, c.softmax_scale(), wl, wr, std::nullopt,
+                                                                    std::nullopt);
+    const at::Tensor none;
+    auto [dq, dk, dv] = at::_flash_attention_backward(god, qd, kd, vd, o, lse, none, none, Lq, Lk, 0.0, c.causal, rng,
+                                                      unused, c.softmax_scale(), wl, wr);
+    write_gradients(dq.reshape({-1, c.heads, c.head_dim}), dk.reshape({-1, c.kv_heads, c.head_dim}),
+                    dv.reshape({-1, c.kv_heads, c.v_head_dim}), grads);
+  }
+
  private:
   bool varlen_;
   Contract contract_;
@@ -170,6 +238,11 @@ Contract efficient_contract(bool varlen) {
   k.notes = {"GQA: KV heads repeated by the adapter (the op takes equal head counts)",
              "window_size counts keys including the diagonal: FA window (W - 1, 0) with causal",
              "LSE is padded to a multiple of 32 query rows; the adapter keeps the valid rows"};
+  k.backward.available = true;
+  k.backward.deterministic = false;  // dQ (and dK/dV across key splits) accumulated with atomics
+  k.backward.without = {"seqused_k"};  // the backward op takes no seqlen_k
+  k.backward.notes = {"aten::_efficient_attention_backward on the forward's own out, logsumexp and philox state (the "
+                      "adapter runs the forward op again); GQA: the repeated heads' dK/dV summed over each group in fp32"};
   return k;
 }
 
@@ -235,6 +308,46 @@ class EfficientForward : public DeviceKernel {
         c.softmax_scale(), seqlen_k, window);
     write_out(o.reshape({g.total_q, c.heads, c.v_head_dim}), out);
     write_lse(lse.narrow(2, 0, Lq).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
+  }
+
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+    const FlashArgs a = flash_args(c);
+    BackwardInputs x = backward_inputs(c, in);
+    const std::int64_t Hk = c.kv_heads;
+    if (Hk != c.heads) {
+      x.k = x.k.repeat_interleave(c.heads / Hk, 1);
+      x.v = x.v.repeat_interleave(c.heads / Hk, 1);
+    }
+    const std::int64_t mask_type = !c.causal ? 0 : c.alignment == Alignment::kTopLeft ? 1 : 2;
+    std::optional<std::int64_t> window;
+    if (c.causal && a.window_left >= 0) window = a.window_left + 1;
+    at::Tensor dq, dk, dv;
+    if (varlen_) {
+      const at::Tensor cq = torch_cuda::int32_device(a.cu_seqlens_q), ck = torch_cuda::int32_device(a.cu_seqlens_k);
+      auto [o, lse, seed, offset, mq, mk] =
+          at::_efficient_attention_forward(x.q.unsqueeze(0), x.k.unsqueeze(0), x.v.unsqueeze(0), std::nullopt, cq, ck,
+                                           a.max_seqlen_q, a.max_seqlen_k, 0.0, mask_type, true, c.softmax_scale(),
+                                           std::nullopt, window);
+      auto r = at::_efficient_attention_backward(x.dout.unsqueeze(0), x.q.unsqueeze(0), x.k.unsqueeze(0), x.v.unsqueeze(0),
+                                                 std::nullopt, o, cq, ck, a.max_seqlen_q, a.max_seqlen_k, lse, 0.0, seed, offset,
+                                                 mask_type, false, c.softmax_scale(), std::nullopt, window);
+      dq = std::get<0>(r).squeeze(0);
+      dk = std::get<1>(r).squeeze(0);
+      dv = std::get<2>(r).squeeze(0);
+    } else {
+      const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
+      const at::Tensor qd = x.q.view({B, Lq, c.heads, c.head_dim}), god = x.dout.view({B, Lq, c.heads, c.v_head_dim});
+      const at::Tensor kd = x.k.reshape({B, Lk, c.heads, c.head_dim}), vd = x.v.reshape({B, Lk, c.heads, c.v_head_dim});
+      auto [o, lse, seed, offset, mq, mk] = at::_efficient_attention_forward(
+          qd, kd, vd, std::nullopt, std::nullopt, std::nullopt, Lq, Lk, 0.0, mask_type, true, c.softmax_scale(), std::nullopt,
+          window);
+      auto r = at::_efficient_attention_backward(god, qd, kd, vd, std::nullopt, o, std::nullopt, std::nullopt, Lq, Lk, lse,
+                                                 0.0, seed, offset, mask_type, false, c.softmax_scale(), std::nullopt, window);
+      dq = std::get<0>(r).reshape({-1, c.heads, c.head_dim});
+      dk = std::get<1>(r).reshape({-1, c.heads, c.head_dim});
+      dv = std::get<2>(r).reshape({-1, c.heads, c.v_head_dim});
+    }
+    write_gradients(dq, sum_groups(dk, Hk), sum_groups(dv, Hk), grads);
   }
 
  private:
