@@ -24,6 +24,9 @@
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
+#   backward (not in the default): every gradient property on every CUDA kernel with a backward, one campaign
+#   sharing the GPU (GPU_BACKWARD_SECONDS, default 240; GPU_BACKWARD_WORKERS, default 8; GPU_BACKWARD_SEED), merged, and
+#   the backward fixtures replayed
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -107,7 +110,7 @@ fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
-if has integration || has campaign || has sanitize; then
+if has integration || has campaign || has sanitize || has backward; then
   if list_json=$(fc list --json 2> "$out/list.err"); then
     read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
 import json, sys
@@ -317,6 +320,27 @@ if has sanitize; then
       --seed 2031 --no-isolate --out "$out/sanitize-found"
   done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
+fi
+
+if has backward; then
+  # The backward on the GPU: the gradient properties on every CUDA kernel whose contract has a backward (list --json's
+  # "backward"), as one campaign whose workers share the GPU, merged; then the fixtures of the backward replayed.
+  start=$(date +%s)
+  read -r -a bw_kernels < <(fc list --json 2> /dev/null | python3 -c '
+import json, sys
+print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))')
+  args=()
+  for k in "${bw_kernels[@]}"; do args+=(--kernel "$k"); done
+  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero grad-fd; do
+    args+=(--property "$p")
+  done
+  fc campaign --out "$out/backward" "${args[@]}" --gpus 0 --workers-per-gpu "${GPU_BACKWARD_WORKERS:-8}" --timeout 300 \
+    --time "${GPU_BACKWARD_SECONDS:-240}" --seed "${GPU_BACKWARD_SEED:-2601}" > "$out/backward.log" 2>&1
+  fc merge "$out/backward" --out "$out/backward-merged" --no-html > "$out/backward-merge.log" 2>&1
+  row "backward campaign (${#bw_kernels[@]} kernels)" "$(grep -m1 'cases from' "$out/backward-merged/summary.md") $(head -1 "$out/backward-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
+  fc replay fixtures/issues/flash-attention-443.json fixtures/found/harness-determinism-slack-rows.json \
+    fixtures/found/harness-grad-gqa-overflowed-sum.json > "$out/backward-replay.txt" 2>&1
+  row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
 fi
 
 if has false-alarms; then

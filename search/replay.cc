@@ -73,6 +73,11 @@ std::vector<Fixture> load_fixtures(const std::vector<std::string>& paths) {
       const bool model_only = fx.cases.empty() && integration_path(fx.property).has_value();
       if (!model_only && !find_property(fx.property))
         throw InputError(file, "property", "unknown property \"" + fx.property + "\"");
+      // Kernel cases are judged by kernel-level properties, model cases by the integration properties (any
+      // fixture's model cases replay on the flash path unless its property names another integration property).
+      if (!fx.cases.empty() && integration_path(fx.property))
+        throw InputError(file, "property",
+                         fmt::format("\"{}\" judges model cases (model_cases); kernel cases need a kernel-level property", fx.property));
       const Property* p = find_property(fx.property);
       const bool backward = p && is_gradient_property(*p);
       for (std::size_t i = 0; i < fx.cases.size(); ++i) {
