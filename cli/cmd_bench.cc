@@ -111,8 +111,13 @@ int run_bench(const BenchOptions& o) {
     return kExitUsage;
   }
   if (o.mix == "realistic") return run_bench_realistic(o, k, p);
-  const std::vector<KernelCase> cases = o.mix == "standard" ? sample_standard_mix(o.cases, o.seed)
-                                                             : sample_kernel_cases(k.contract(), p.requirements(), o.cases, o.seed);
+  std::vector<KernelCase> cases =
+      o.mix == "standard" ? sample_standard_mix(o.cases, o.seed)
+                          : sample_kernel_cases(generation_contract(k.contract(), p.requirements()), p.requirements(), o.cases, o.seed);
+  // A gradient property times the backward: the standard mix's cases with the default upstream gradient.
+  if (is_gradient_property(p))
+    for (KernelCase& c : cases)
+      if (!c.dout) c.dout = DoutRecipe{};
   Tally tally;
   const double seconds = run_cases(o, k, p, cases, tally);
   double tokens = 0;

@@ -44,10 +44,12 @@ const std::array<std::pair<const char*, Support Contract::*>, 13>& feature_field
 // Reads contract fields with the source and field named in every error.
 class Reader {
  public:
-  Reader(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
+  // `prefix` names the object the fields sit in ("backward."), for the messages.
+  Reader(const json& j, std::string source, std::string prefix = "")
+      : j_(j), source_(std::move(source)), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
-    throw InputError(source_, field, reason);
+    throw InputError(source_, prefix_ + field, reason);
   }
   bool has(const char* key) const { return j_.contains(key); }
   const json& at(const char* key) const { return j_.at(key); }
@@ -97,7 +99,7 @@ class Reader {
 
  private:
   const json& j_;
-  std::string source_;
+  std::string source_, prefix_;
 };
 
 }  // namespace
@@ -198,27 +200,19 @@ Contract contract_from_json(const json& j, const std::string& source) {
       if (key != "deterministic" && key != "zeroes_unused_keys" && key != "writes_into_buffer" && key != "without" &&
           key != "dtypes" && key != "notes")
         r.fail("backward." + key, "unknown field");
-    const Reader br(b, source);
-    const auto sub = [&](auto read, const char* key) {
-      try {
-        return read(key);
-      } catch (const InputError& e) {  // name the field with its object
-        (void)key;
-        throw InputError(source, "backward." + e.field(), e.reason());
-      }
-    };
+    const Reader br(b, source, "backward.");
     c.backward.available = true;
-    c.backward.deterministic = sub([&](const char* k) { return br.boolean(k, true); }, "deterministic");
-    c.backward.zeroes_unused_keys = sub([&](const char* k) { return br.boolean(k, true); }, "zeroes_unused_keys");
-    c.backward.writes_into_buffer = sub([&](const char* k) { return br.boolean(k, false); }, "writes_into_buffer");
-    c.backward.without = sub([&](const char* k) { return br.strings(k); }, "without");
+    c.backward.deterministic = br.boolean("deterministic", true);
+    c.backward.zeroes_unused_keys = br.boolean("zeroes_unused_keys", true);
+    c.backward.writes_into_buffer = br.boolean("writes_into_buffer", false);
+    c.backward.without = br.strings("without");
     for (std::size_t i = 0; i < c.backward.without.size(); ++i) {
       const auto& names = contract_feature_names();
       if (std::find(names.begin(), names.end(), c.backward.without[i]) == names.end())
-        r.fail(fmt::format("backward.without[{}]", i), fmt::format("unknown feature \"{}\"", c.backward.without[i]));
+        br.fail(fmt::format("without[{}]", i), fmt::format("unknown feature \"{}\"", c.backward.without[i]));
     }
-    c.backward.dtypes = sub([&](const char* k) { return br.names<DType>(k, parse_dtype, "dtype"); }, "dtypes");
-    c.backward.notes = sub([&](const char* k) { return br.strings(k); }, "notes");
+    c.backward.dtypes = br.names<DType>("dtypes", parse_dtype, "dtype");
+    c.backward.notes = br.strings("notes");
   }
   return c;
 }
