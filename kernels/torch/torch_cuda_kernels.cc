@@ -89,6 +89,9 @@ constexpr const char* kFlashDecodeGroupsDefect =
 constexpr const char* kEfficientBottomRightDefect =
     "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
     "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
+constexpr const char* kEfficientBackwardOneKeyWindowDefect =
+    "known defect: the backward with a causal window of one key (window_size 1) returns wrong gradients "
+    "(fixtures/found/efficient-backward-one-key-window.json)";
 constexpr const char* kEfficientWindowBlockDefect =
     "known defect: a causal window that starts past the last key, with v_head_dim > 128, leaves rows unwritten "
     "(fixtures/found/efficient-window-block-without-keys.json)";
@@ -123,9 +126,12 @@ Contract flash_contract(bool varlen) {
              "no softcap, leftpad, paged KV or KV-cache append in this op (torch 2.11)"};
   k.backward.available = true;
   k.backward.deterministic = false;  // dQ is accumulated over key blocks with atomics
-  k.backward.without = {"seqused_k"};  // aten::_flash_attention_backward takes no seqused_k
+  // aten::_flash_attention_backward takes no seqused_k; zero-length sequences: a known defect of its varlen mode.
+  k.backward.without = {"seqused_k", "zero_length"};
   k.backward.notes = {"aten::_flash_attention_backward on the forward's own out, logsumexp and rng state (the adapter "
-                      "runs the forward op again on the device)"};
+                      "runs the forward op again on the device)",
+                      "known defect: a sequence without keys fails with 'invalid argument' in the varlen backward "
+                      "(fixtures/found/flash-varlen-backward-sequence-without-keys.json)"};
   return k;
 }
 
@@ -271,6 +277,7 @@ class EfficientForward : public DeviceKernel {
     if (c.causal && c.alignment == Alignment::kBottomRight && some_sequence_has_more_queries_than_keys(c))
       return {false, kEfficientBottomRightDefect, {}};
     if (efficient_window_block_without_keys(c)) return {false, kEfficientWindowBlockDefect, {}};
+    if (c.backward() && c.causal && m.left == 0) return {false, kEfficientBackwardOneKeyWindowDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {

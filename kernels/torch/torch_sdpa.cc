@@ -82,7 +82,7 @@ at::Tensor bhsd(const at::Tensor& bshd, KvStrides strides, std::int64_t expand_t
   if (strides == KvStrides::kExpanded) return t.contiguous().expand({1, expand_to, len, dim});
   // Gapped: every row padded by 8 elements, every head by 3 rows; the innermost dimension stays dense.
   at::Tensor big = at::full({1, heads, len + 3, dim + 8}, std::numeric_limits<float>::quiet_NaN(),
-                            at::TensorOptions().dtype(bshd.scalar_type()));
+                            at::TensorOptions().dtype(bshd.scalar_type()).device(bshd.device()));
   at::Tensor view = big.narrow(2, 0, len).narrow(3, 0, dim);
   view.copy_(t);
   return view;

@@ -4,6 +4,8 @@ path without the flash-attn package:
 
   reference   (CPU) exact attention in fp64, rounded once to the inputs' dtype: the most accurate kernel there
               can be, so anything the integration property finds is the integration's doing, not the kernel's.
+              It is differentiable: its backward is flash-attn 2's, written in fp64 (see _ExactAttention), and the
+              gradients reach q, k and v through transformers' own unpad, index and re-pad code.
   torch-fa2   (CUDA) torch's own FlashAttention-2 (torch.ops.aten._flash_attention_forward), a real kernel.
 
 Conventions are flash-attn >= 2.1's (flash_attn/flash_attn_interface.py docstrings): causal is aligned
@@ -29,6 +31,8 @@ BACKEND = {"name": "reference"}
 # tools/hf_crosscheck/crosscheck.py records the calls instead: HOOKS["varlen"] / HOOKS["dense"] then receive every
 # call (with the flash-attn defaults filled in) and return its output.
 HOOKS = {"varlen": None, "dense": None}
+# Calls made to each entry point (tools/hf_live/model_backward.py checks that a packed batch took the varlen one).
+CALLS = {"varlen": 0, "dense": 0}
 
 
 class Unsupported(Exception):
@@ -56,27 +60,91 @@ def _allowed(nq, nk, causal, left, right, device):
     return ok
 
 
-def _exact(q, k, v, scale, causal, left, right, softcap):
-    """One sequence: q [nq, Hq, D], k/v [nk, Hkv, D] -> [nq, Hq, D] in fp64, 0 for rows without an allowed key."""
+def _probabilities(q, k, scale, causal, left, right, softcap):
+    """(P [Hq, nq, nk], tanh of the capped logits or None, rep): the fp64 softmax weights of one sequence, 0 on rows
+    without an allowed key. q [nq, Hq, D], k [nk, Hkv, D]."""
     nq, hq, d = q.shape
     nk, hk = k.shape[0], k.shape[1]
-    if nq == 0 or nk == 0:  # a sequence without keys: every query row is 0 (flash-attn >= 2.1)
-        return torch.zeros(nq, hq, v.shape[-1], dtype=torch.float64)
     if hq % hk:
         raise RuntimeError(f"Number of heads in key/value ({hk}) must divide number of heads in query ({hq})")
     rep = hq // hk
-    q64, k64, v64 = q.double(), k.double().repeat_interleave(rep, dim=1), v.double().repeat_interleave(rep, dim=1)
+    q64, k64 = q.double(), k.double().repeat_interleave(rep, dim=1)
     s = torch.einsum("ihd,jhd->hij", q64, k64) * scale
+    t = None
     if softcap and softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
+        t = torch.tanh(s / softcap)
+        s = softcap * t
     ok = _allowed(nq, nk, causal, left, right, s.device)[None]
     s = s.masked_fill(~ok, -math.inf)
     has_key = ok.any(-1, keepdim=True)
     m = torch.where(has_key, s.amax(-1, keepdim=True), torch.zeros_like(s[..., :1]))
     p = torch.exp(s - m)
     p = p / torch.where(has_key, p.sum(-1, keepdim=True), torch.ones_like(m))
-    out = torch.einsum("hij,jhd->ihd", p, v64)
-    return out
+    return p, t, rep
+
+
+# Planted backward defects for tools/hf_live/backward_selftest.py; empty in every real run.
+#   gqa-no-sum   dK/dV of a KV head from the first query head of its group only (the group sum dropped)
+#   dv-scale     dV scaled by 1.01
+#   dq-row-zero  dQ of each sequence's last query row zeroed
+#   no-delta     dS = P dP, without FA2's D = rowsum(dO * O) term
+DEFECTS = set()
+
+
+class _ExactAttention(torch.autograd.Function):
+    """One sequence's exact attention: forward in fp64; backward flash-attn 2's formulas in fp64 (dV = P^T dO,
+    dP = dO V^T, D = rowsum(dO * O), dS = P (dP - D) times the softcap's 1 - tanh^2, dQ = scale dS K,
+    dK = scale dS^T Q, dK/dV summed over the query heads of each KV group), each gradient rounded once to the
+    inputs' dtype. The output's rounding to the dtype (by the caller) passes the gradient straight through, so
+    this is the exact gradient of the rounded kernel's inputs, derived independently of the judge's autograd."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, causal, left, right, softcap):
+        p, t, rep = _probabilities(q, k, scale, causal, left, right, softcap)
+        out = torch.einsum("hij,jhd->ihd", p, v.double().repeat_interleave(rep, dim=1))
+        ctx.save_for_backward(q, k, v, p, out)
+        ctx.tanh, ctx.rep, ctx.scale = t, rep, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, p, out = ctx.saved_tensors
+        rep, scale = ctx.rep, ctx.scale
+        do = dout.double()
+        k64, v64 = k.double().repeat_interleave(rep, dim=1), v.double().repeat_interleave(rep, dim=1)
+        dv = torch.einsum("hij,ihd->jhd", p, do)
+        dp = torch.einsum("ihd,jhd->hij", do, v64)
+        delta = torch.einsum("ihd,ihd->hi", do, out)[..., None]
+        ds = p * dp if "no-delta" in DEFECTS else p * (dp - delta)
+        if ctx.tanh is not None:
+            ds = ds * (1 - ctx.tanh * ctx.tanh)
+        dq = scale * torch.einsum("hij,jhd->ihd", ds, k64)
+        dk = scale * torch.einsum("hij,ihd->jhd", ds, q.double())
+        dk, dv = _group_sum(dk, rep), _group_sum(dv, rep)
+        if "dv-scale" in DEFECTS:
+            dv = dv * 1.01
+        if "dq-row-zero" in DEFECTS and dq.shape[0] > 0:
+            dq[-1] = 0
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None, None, None
+
+
+def _group_sum(g, rep):
+    """[n, Hq, D] -> [n, Hkv, D]: the gradient of repeat_interleave(rep, dim=1), a sum over each group."""
+    n, hq, d = g.shape
+    grouped = g.view(n, hq // rep, rep, d)
+    return grouped[:, :, 0] if "gqa-no-sum" in DEFECTS else grouped.sum(2)
+
+
+def _exact(q, k, v, scale, causal, left, right, softcap):
+    """One sequence: q [nq, Hq, D], k/v [nk, Hkv, D] -> [nq, Hq, D] in fp64, 0 for rows without an allowed key;
+    differentiable (_ExactAttention)."""
+    nq, hq, d = q.shape
+    nk = k.shape[0]
+    if nq == 0 or nk == 0:  # a sequence without keys: every query row is 0 (flash-attn >= 2.1)
+        return torch.zeros(nq, hq, v.shape[-1], dtype=torch.float64)
+    if hq % k.shape[1]:
+        raise RuntimeError(f"Number of heads in key/value ({k.shape[1]}) must divide number of heads in query ({hq})")
+    return _ExactAttention.apply(q, k, v, scale, causal, left, right, softcap)
 
 
 def _check(q, k, v, dims):
@@ -119,6 +187,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         return HOOKS["varlen"](q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)
     _check(q, k, v, 3)
+    CALLS["varlen"] += 1
     if alibi_slopes is not None or block_table is not None or return_attn_probs:
         raise Unsupported("alibi, paged KV and attention probabilities are not modelled")
     if dropout_p:
@@ -157,6 +226,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
         return HOOKS["dense"](q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                               softcap=softcap)
     _check(q, k, v, 4)
+    CALLS["dense"] += 1
     if alibi_slopes is not None or return_attn_probs:
         raise Unsupported("alibi and attention probabilities are not modelled")
     if dropout_p:

@@ -11,6 +11,7 @@ Shared by tools/hf_live/live.py (the live mode) and tools/hf_crosscheck/crossche
 Layout: the export's tensors are q [B, Lq, Hq, D], k/v [B, Lk, Hkv, D] (Lk = static_cache_len or past + q_len),
 attention_mask [B, past + q_len], position_ids [rows, Lq] or [3, rows, Lq]; see cli/cmd_export.cc.
 """
+import copy
 import importlib
 import inspect
 import os
@@ -134,6 +135,21 @@ class Case:
     def model_position_ids(self, torch):
         """position_ids as the decoder layer forwards them: the caller's, else the model's default arange."""
         return self.pos_attn if self.pos_attn is not None else self.default_position_ids(torch)
+
+    def with_inputs(self, q, k, v):
+        """This case with other q, k, v tensors (the backward's leaves that require grad)."""
+        other = copy.copy(self)
+        other.q, other.k, other.v = q, k, v
+        return other
+
+    def training_shaped(self):
+        """None when a training step could make this call (no past, no KV cache, not inside generate()), else
+        why not: the backward is checked on those cases only."""
+        if self.P > 0 or self.static_len is not None or self.use_cache:
+            return "a KV cache or past is inference only: training runs the whole sequence without a cache"
+        if self.via_generate:
+            return "generate() is inference only"
+        return None
 
 
 def load_manifest(root):
@@ -275,7 +291,7 @@ class Release:
             return k_new, v_new
         return self.cache_update(cache, k_new.contiguous(), v_new.contiguous(), case.P, case.P + case.Lq)
 
-    def module(self, cfg, case):
+    def module(self, cfg, case, training=False):
         nn = self.torch.nn
 
         class AttentionStub(nn.Module):
@@ -292,8 +308,12 @@ class Release:
                 self.o_proj = nn.Linear(1, 1, bias=False, dtype=case.dtype)
 
         m = AttentionStub()
-        m.eval()
+        m.train(training)  # dropout stays 0.0: it is passed explicitly
         return m
+
+    def _grad_mode(self, grad):
+        """Autograd on for the backward (grad=True), off for the forward checks."""
+        return self.torch.enable_grad() if grad else self.torch.no_grad()
 
     # --- masks --------------------------------------------------------------------------------------------------
 
@@ -371,19 +391,18 @@ class Release:
                            "attention class)")
         return fn
 
-    def run_eager(self, case):
-        """(out [B, Lq, Hq, D], the 4D mask eager used, or None)."""
-        torch = self.torch
+    def run_eager(self, case, grad=False):
+        """(out [B, Lq, Hq, D], the 4D mask eager used, or None). grad: keep the autograd graph (a training step)."""
         cache, k_new, v_new = self.make_cache(case)
         mask = self.build_mask(case, "eager", cache)
         k, v = self.layer_kv(case, cache, k_new, v_new)
-        module = self.module(self.config(case, "eager"), case)
+        module = self.module(self.config(case, "eager"), case, training=grad)
         kwargs = {"dropout": 0.0, "scaling": case.scaling}
         if case.softcap is not None:
             kwargs["softcap"] = float(case.softcap)
         if case.W is not None:
             kwargs["sliding_window"] = int(case.W)
-        with torch.no_grad():
+        with self._grad_mode(grad):
             out, _ = self.eager_fn(case)(module, case.q.transpose(1, 2), k, v, mask, **kwargs)
         return out, mask
 
@@ -419,8 +438,8 @@ class Release:
             kwargs.update(self.generate_kwargs(case, cache))
         return kwargs
 
-    def run_flash(self, case):
-        """The flash path's output [B, Lq, Hq, D] (whatever the release returns)."""
+    def run_flash(self, case, grad=False):
+        """The flash path's output [B, Lq, Hq, D] (whatever the release returns). grad: keep the autograd graph."""
         torch = self.torch
         cache, k_new, v_new = self.make_cache(case)
         mask = self.build_mask(case, "flash_attention_2", cache)
@@ -431,12 +450,12 @@ class Release:
         self.last_flash_mask, self.last_flash_kwargs = mask, kwargs
         k, v = self.layer_kv(case, cache, k_new, v_new)
         cfg = self.config(case, "flash_attention_2")
-        module = self.module(cfg, case)
+        module = self.module(cfg, case, training=grad)
         q = case.q.transpose(1, 2)
         sliding = int(case.W) if case.W is not None else None
         softcap = float(case.softcap) if case.softcap is not None else None
         fn = self._attention_function("flash_attention_2")
-        with torch.no_grad():
+        with self._grad_mode(grad):
             if fn is not None and case.query_length == case.Lq:
                 out, _ = fn(module, q, k, v, mask, dropout=0.0, scaling=case.scaling, sliding_window=sliding,
                             softcap=softcap, **kwargs)
@@ -455,7 +474,7 @@ class Release:
                         implementation="flash_attention_2", layer_idx=0, **kwargs)
             return call_with(fa, **args)
 
-    def run_sdpa(self, case):
+    def run_sdpa(self, case, grad=False):
         torch = self.torch
         fn = self._attention_function("sdpa")
         if fn is None:
@@ -463,14 +482,14 @@ class Release:
         cache, k_new, v_new = self.make_cache(case)
         mask = self.build_mask(case, "sdpa", cache)
         k, v = self.layer_kv(case, cache, k_new, v_new)
-        module = self.module(self.config(case, "sdpa"), case)
+        module = self.module(self.config(case, "sdpa"), case, training=grad)
         kwargs = {"dropout": 0.0, "scaling": case.scaling, "position_ids": case.model_position_ids(torch)}
         if case.W is not None:
             kwargs["sliding_window"] = int(case.W)
         if case.softcap is not None:
             kwargs["softcap"] = float(case.softcap)  # as Gemma2's attention passes it to every implementation
         self.last_sdpa_mask = mask
-        with torch.no_grad():
+        with self._grad_mode(grad):
             out, _ = fn(module, case.q.transpose(1, 2), k, v, mask, **kwargs)
         return out
 

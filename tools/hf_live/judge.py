@@ -10,6 +10,17 @@ core/tolerance.h (spacing, max_floor, logit_sensitivity, sum_sensitivity, output
 properties/integration.cc, written in the same order. A query row is comparable when its own column is valid in
 the 2D mask and eager lets it see at least one key; unwritten rows (NaN: the stand-in kernel's poison), rows
 zero-filled by the path and non-finite values fail outright.
+
+The backward (judge_gradients) uses the same form per gradient of L = <dO, out> w.r.t. q, k and v:
+
+    max|g_path - g_exact| <= k * max|g_eager - g_exact| + floor,   floor = max over elements of
+                                                                   floor_spacings * spacing(max(terms, |g_exact|))
+
+over every element (dO is zero on rows that are not comparable, so those rows' gradients are exact zeros),
+NaN/Inf failing. `terms` is the root-sum-square of the element's terms as core/compare_gradients.cc and
+reference/host/exact_row.cc take it (docs/TOLERANCE.md, "The gradient rule"): a gradient is a sum whose terms can
+cancel, and a kernel rounds each term, so its error scales with them, not with the sum. fp32's noise term of the
+C++ gradient rule is not carried (k * eager's error dominates there).
 """
 import math
 
@@ -51,6 +62,30 @@ def query_valid(torch, case):
     return valid
 
 
+def comparable_rows(torch, case, allowed):
+    """[B, Lq]: the query rows judged: a valid query column that eager lets see at least one key."""
+    return query_valid(torch, case) & allowed.any(-1)
+
+
+def probabilities(torch, case, q, k, allowed):
+    """(P [B, H, Lq, Lk], c [B, H, Lq, Lk]): the softmax weights of the exact attention under `allowed` (0 on rows
+    without a key) from fp64 q [B, Lq, H, D] and k repeated to H heads, differentiable; c = d(softcap)/d(logit)."""
+    s = case.scaling * torch.einsum("bihd,bjhd->bhij", q, k)
+    c = torch.ones_like(s)
+    if case.softcap is not None and case.softcap > 0:
+        t = torch.tanh(s / case.softcap)
+        s = case.softcap * t
+        c = (1 - t * t).detach()
+    ok = allowed[:, None]  # [B, 1, Lq, Lk]
+    s = s.masked_fill(~ok, -math.inf)
+    has = ok.any(-1, keepdim=True)
+    # the softmax does not depend on m: detached, it adds nothing to the gradient and no rounding of its own
+    m = torch.where(has, s.amax(-1, keepdim=True), torch.zeros_like(s[..., :1])).detach()
+    p = torch.exp(s - m)
+    z = torch.where(has, p.sum(-1, keepdim=True), torch.ones_like(m))
+    return p / z, c
+
+
 def exact_attention(torch, case, allowed, tol):
     """(out [B, Lq, Hq, D] fp64, noise [B, Lq, Hq, D]): the exact attention under `allowed` and each element's
     first-order fp32 rounding sensitivity in units of u (reference/host/exact_row.cc)."""
@@ -58,18 +93,9 @@ def exact_attention(torch, case, allowed, tol):
     q = case.q.double()  # [B, Lq, H, D]
     k = case.k.double().repeat_interleave(rep, dim=2)
     v = case.v.double().repeat_interleave(rep, dim=2)
-    dot = torch.einsum("bihd,bjhd->bhij", q, k)
     dot_abs = torch.einsum("bihd,bjhd->bhij", q.abs(), k.abs())
-    s = case.scaling * dot
-    if case.softcap is not None and case.softcap > 0:
-        s = case.softcap * torch.tanh(s / case.softcap)
     ok = allowed[:, None]  # [B, 1, Lq, Lk]
-    s = s.masked_fill(~ok, -math.inf)
-    has = ok.any(-1, keepdim=True)
-    m = torch.where(has, s.amax(-1, keepdim=True), torch.zeros_like(s[..., :1]))
-    p = torch.exp(s - m)
-    z = torch.where(has, p.sum(-1, keepdim=True), torch.ones_like(m))
-    p = p / z
+    p, _ = probabilities(torch, case, q, k, allowed)
     out = torch.einsum("bhij,bjhd->bihd", p, v)
     a = torch.einsum("bhij,bjhd->bihd", p, v.abs())
     magnitude = (dot_abs * abs(case.scaling)).masked_fill(~ok, 0).amax(-1)  # [B, H, Lq]
@@ -148,4 +174,108 @@ def judge(torch, case, path_out, eager_out, eager_mask, tol):
         reason = ""
     res["verdict"] = "fail" if reason else "pass"
     res["reason"] = reason
+    return res
+
+
+# --- the backward ------------------------------------------------------------------------------------------------
+
+GRADIENTS = ("dq", "dk", "dv")
+
+
+def _group_sum(torch, x, hkv):
+    """[B, L, Hq, D] -> [B, L, Hkv, D]: the sum over the query heads that share a KV head (repeat_interleave's
+    gradient)."""
+    b, n, hq, d = x.shape
+    return x.view(b, n, hkv, hq // hkv, d).sum(3)
+
+
+def exact_gradients(torch, case, allowed, dout):
+    """({dq, dk, dv} fp64 exact gradients of <dO, out> under `allowed`, {dq, dk, dv} the root-sum-square
+    magnitude of each element's terms), from the case's own q, k, v (in the dtype) and dO."""
+    rep = case.Hq // case.Hkv
+    with torch.enable_grad():
+        q = case.q.detach().double().requires_grad_()
+        k = case.k.detach().double().requires_grad_()
+        v = case.v.detach().double().requires_grad_()
+        kr, vr = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        p, c = probabilities(torch, case, q, kr, allowed)
+        out = torch.einsum("bhij,bjhd->bihd", p, vr)
+        dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout.double())
+    with torch.no_grad():
+        p, out, do, qd, krd, vrd = p.detach(), out.detach(), dout.double(), q.detach(), kr.detach(), vr.detach()
+        # dS_ij = P_ij (dP_ij - D_i) c_ij; its magnitude as exact_row.cc: |dS_ij| + P_ij c_ij |dO_i * O_i|_2
+        dp = torch.einsum("bihd,bjhd->bhij", do, vrd)
+        delta = torch.einsum("bihd,bihd->bhi", do, out)[..., None]
+        d_rss = torch.sqrt(torch.einsum("bihd,bihd->bhi", do * do, out * out))[..., None]
+        ds_mag = (p * (dp - delta) * c).abs() + p * c * d_rss
+        scale2 = case.scaling * case.scaling
+        terms = {
+            "dq": torch.sqrt(scale2 * torch.einsum("bhij,bjhd->bihd", ds_mag * ds_mag, krd * krd)),
+            "dk": torch.sqrt(scale2 * _group_sum(torch, torch.einsum("bhij,bihd->bjhd", ds_mag * ds_mag, qd * qd),
+                                                 case.Hkv)),
+            "dv": torch.sqrt(_group_sum(torch, torch.einsum("bhij,bihd->bjhd", p * p, do * do), case.Hkv)),
+        }
+    return {"dq": dq, "dk": dk, "dv": dv}, terms
+
+
+def _where(case, name, flat_index, shape):
+    """'dk[b0, pos 3, kv head 1, d 5]' for a flat index into a [B, L, H, D] gradient."""
+    idx, rest = [], int(flat_index)
+    for n in reversed(shape):
+        idx.append(rest % n)
+        rest //= n
+    d, h, i, b = idx
+    head = "head" if name == "dq" else "kv head"
+    return f"{name}[b{b}, pos {i}, {head} {h}, d {d}]"
+
+
+def judge_gradient(torch, case, name, path_g, eager_g, exact_g, terms, tol):
+    """One gradient by the rule: {err, bound, base, floor, ratio, at, nonfinite, ok}."""
+    x = exact_g
+    g = torch.zeros_like(x) if path_g is None else path_g.detach().double()  # no gradient at all: it is 0
+    e = torch.zeros_like(x) if eager_g is None else eager_g.detach().double()
+    finite = torch.isfinite(g)
+    err = torch.where(finite, (g - x).abs(), torch.full_like(x, math.inf))
+    base = (e - x).abs()
+    base = base[~torch.isnan(base)]
+    base_max = float(base.max()) if base.numel() else 0.0
+    sp = spacing(torch, torch.maximum(terms, x.abs()), tol, case.c["dtype"])
+    floor = float((tol.floor_spacings * sp).max()) if sp.numel() else 0.0
+    worst = int(err.reshape(-1).argmax()) if err.numel() else 0
+    err_max = float(err.reshape(-1)[worst]) if err.numel() else 0.0
+    bound = tol.k * base_max + floor
+    nonfinite = int((~finite).sum())
+    return {"err": err_max, "bound": bound, "base": base_max, "floor": floor,
+            "ratio": err_max / base_max if base_max > 0 else (0.0 if err_max == 0 else math.inf),
+            "at": _where(case, name, worst, list(x.shape)), "nonfinite": nonfinite,
+            "ok": nonfinite == 0 and err_max <= bound}
+
+
+def _gradient_sentence(name, r, tol):
+    cmp = "exceeds" if not r["ok"] else "within"
+    return (f"{name}: max error {r['err']:.3g} against the exact gradient {cmp} {r['bound']:.3g} ({tol.k:g} x "
+            f"eager's {r['base']:.3g} + floor {r['floor']:.3g}); ratio to eager's {r['ratio']:.3g}; worst at {r['at']}")
+
+
+def judge_gradients(torch, case, path_grads, eager_grads, exact, terms, tol):
+    """The backward verdict of one path: a dict like judge()'s (verdict, reason, err, bound, base, floor of the
+    gradient closest to or furthest past its bound) with each gradient's numbers under "gradients"."""
+    per = {n: judge_gradient(torch, case, n, path_grads.get(n), eager_grads.get(n), exact[n], terms[n], tol)
+           for n in GRADIENTS}
+    use = {n: (math.inf if not r["ok"] and r["bound"] <= 0 else r["err"] / r["bound"] if r["bound"] > 0 else 0.0)
+           for n, r in per.items()}
+    worst = max(GRADIENTS, key=lambda n: (per[n]["nonfinite"] > 0, use[n]))
+    w = per[worst]
+    res = {"err": w["err"], "bound": w["bound"], "base": w["base"], "floor": w["floor"], "ratio": w["ratio"],
+           "worst": worst, "gradients": per, "detail": _gradient_sentence(worst, w, tol)}
+    bad = [n for n in GRADIENTS if per[n]["nonfinite"]]
+    if bad:
+        n = bad[0]
+        res["reason"] = f"{per[n]['nonfinite']} NaN/Inf element{'s' if per[n]['nonfinite'] > 1 else ''} in {n} " \
+                        f"(first bad element counted as the worst: {per[n]['at']})"
+    elif not w["ok"]:
+        res["reason"] = _gradient_sentence(worst, w, tol)
+    else:
+        res["reason"] = ""
+    res["verdict"] = "fail" if res["reason"] else "pass"
     return res
