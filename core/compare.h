@@ -77,11 +77,17 @@ struct GradientTensor {
   std::int64_t heads = 0, dim = 0;
 };
 // The gradient rule on one tensor, with the baseline's multiplier `k` (k_max of the case for kernels, the
-// integration rule's for transformers' paths) and with or without the mean check. compare_gradients is this on a
+// integration rule's for transformers' paths). `mean_cells` 0 leaves out the mean check; otherwise it is the most
+// independent (row, head) cells the mean can settle over: dK's and dV's errors share each query row's D and LSE,
+// so their mean settles no faster than over the query cells (mean_cells_of). compare_gradients is this on a
 // KernelCase's three gradients.
 Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, const std::vector<double>& got,
                             const std::vector<double>& truth, const std::vector<double>& baseline,
-                            const std::vector<double>& noise, const std::vector<double>& terms, double k, bool mean_check);
+                            const std::vector<double>& noise, const std::vector<double>& terms, double k,
+                            std::int64_t mean_cells);
+// The (row, head) cells of a gradient with content: a nonzero truth or terms. A key no query sees (left padding,
+// past seqused_k) has none; it is held to zero by the max check and left out of the mean's sample.
+std::int64_t mean_cells_of(const GradientTensor& t, const std::vector<double>& truth, const std::vector<double>& terms);
 
 // The spacing of the dtype at |truth| + 0.3 (tolerance::spacing), from which the floors are built.
 double rounding_floor(DType dt, double truth);

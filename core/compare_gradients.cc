@@ -49,15 +49,21 @@ bool beyond_range(DType dt, double truth, double out) {
   return (out > 0) == (truth > 0) && std::fabs(out) >= detail::format_of(dt).max_finite;
 }
 
+bool has_content(const std::vector<double>& truth, const std::vector<double>& terms, std::size_t at) {
+  return truth[at] != 0.0 || (!terms.empty() && terms[at] != 0.0);
+}
+
 }  // namespace
 
 Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, const std::vector<double>& got,
                             const std::vector<double>& truth, const std::vector<double>& base,
-                            const std::vector<double>& noise, const std::vector<double>& terms, double k_max, bool mean_check) {
+                            const std::vector<double>& noise, const std::vector<double>& terms, double k_max,
+                            std::int64_t mean_cells) {
   Comparison cmp;
   cmp.tensor = t.name;
   const double extra = tolerance::grad_extra_floor(softcap);
   double worst = -1, err_sum = 0, base_sum = 0, mean_floor_sum = 0, spacing_sum = 0, floor_max = 0;
+  std::int64_t sampled = 0;
   for_each_defined(t, [&](std::size_t at, ElementLoc loc) {
     const double o = got[at], r = truth[at], p = base[at];
     loc.out = o;
@@ -78,11 +84,14 @@ Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, con
     if (!std::isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
     const double nz = noise.empty() ? 0.0 : noise[at];
     floor_max = std::max(floor_max, tolerance::max_floor(sp, nz));
-    mean_floor_sum += tolerance::mean_floor(sp, nz);
-    spacing_sum += sp;
-    err_sum += std::isfinite(e) ? e : 0.0;
-    base_sum += be;
     cmp.base_max = std::max(cmp.base_max, be);
+    if (has_content(truth, terms, at)) {
+      ++sampled;
+      mean_floor_sum += tolerance::grad_mean_floor(sp, nz);
+      spacing_sum += sp;
+      err_sum += std::isfinite(e) ? e : 0.0;
+      base_sum += be;
+    }
     if (e > worst) {
       worst = e;
       cmp.worst = loc;
@@ -91,14 +100,16 @@ Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, con
   cmp.floor = floor_max + extra;
   cmp.err_max = worst < 0 ? 0.0 : worst;
   cmp.bound = k_max * cmp.base_max + cmp.floor;
-  const double n = static_cast<double>(std::max<std::int64_t>(cmp.compared, 1));
-  const std::int64_t cells = t.dim > 0 ? cmp.compared / t.dim : 0;
+  // The mean is over the elements with content; the rest are zero in truth, and the max check holds them there.
+  const double n = static_cast<double>(std::max<std::int64_t>(sampled, 1));
+  const std::int64_t cells = std::min(mean_cells, mean_cells_of(t, truth, terms));
   cmp.err_mean = cmp.nonfinite ? kInf : err_sum / n;
   cmp.base_mean = base_sum / n;
-  cmp.mean_bound = mean_check ? tolerance::kMean * cmp.base_mean +
-                                     tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n, std::max<std::int64_t>(cells, 1)) +
-                                     extra
-                              : std::numeric_limits<double>::infinity();
+  cmp.mean_bound = mean_cells > 0 ? tolerance::kMean * cmp.base_mean +
+                                        tolerance::mean_check_floor(mean_floor_sum / n, spacing_sum / n,
+                                                                    std::max<std::int64_t>(cells, 1)) +
+                                        extra
+                                  : std::numeric_limits<double>::infinity();
   for_each_defined(t, [&](std::size_t at, const ElementLoc&) {
     if (beyond_range(dt, truth[at], got[at])) return;
     cmp.mismatches += std::fabs(got[at] - truth[at]) <= cmp.bound ? 0 : 1;  // NaN counts
@@ -139,6 +150,19 @@ Comparison compare_pair_one(const TensorRows& t, const std::vector<double>& a, c
 
 }  // namespace
 
+std::int64_t mean_cells_of(const GradientTensor& t, const std::vector<double>& truth, const std::vector<double>& terms) {
+  std::int64_t cells = 0;
+  for (const RowSpan& span : t.rows)
+    for (std::int64_t row = span.begin; row < span.end; ++row)
+      for (std::int64_t h = 0; h < t.heads; ++h) {
+        const auto first = static_cast<std::size_t>((row * t.heads + h) * t.dim);
+        bool content = false;
+        for (std::int64_t x = 0; x < t.dim && !content; ++x) content = has_content(truth, terms, first + static_cast<std::size_t>(x));
+        cells += content ? 1 : 0;
+      }
+  return cells;
+}
+
 const Comparison& GradientComparisons::decisive() const {
   for (const Comparison* c : {&dq, &dk, &dv})
     if (!failure_reason(*c).empty()) return *c;
@@ -151,10 +175,12 @@ const Comparison& GradientComparisons::decisive() const {
 GradientComparisons compare_gradients(const KernelCase& c, const GradientResult& got, const GradientResult& truth,
                                       const GradientResult& baseline, bool zero_unused_keys) {
   const auto rows = gradient_rows(c, zero_unused_keys);
+  const std::int64_t query_cells = mean_cells_of(rows[0], truth.dq, truth.dq_terms);
   Comparison out[3];
   for (int w = 0; w < 3; ++w)
     out[w] = compare_gradient(c.dtype, c.softcap > 0, rows[static_cast<std::size_t>(w)], part(got, w), part(truth, w),
-                              part(baseline, w), noise_part(truth, w), terms_part(truth, w), tolerance::k_max(c.softcap > 0), true);
+                              part(baseline, w), noise_part(truth, w), terms_part(truth, w),
+                              tolerance::k_max(c.softcap > 0), std::max<std::int64_t>(query_cells, 1));
   return {out[0], out[1], out[2]};
 }
 

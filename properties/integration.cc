@@ -244,11 +244,11 @@ IntegrationResult check_integration_backward(hf::Profile profile, Kernel& k, con
   const std::vector<RowSpan> q_rows = batch_rows(m.batch, m.q_len), k_rows = batch_rows(m.batch, m.kv_len());
   GradientComparisons cmp;
   cmp.dq = compare_gradient(m.dtype, softcap, {"dq", q_rows, m.heads, m.head_dim}, got->dq, exact.dq, eager.dq, exact.dq_noise,
-                            exact.dq_terms, kIntegrationK, false);
+                            exact.dq_terms, kIntegrationK, 0);
   cmp.dk = compare_gradient(m.dtype, softcap, {"dk", k_rows, m.kv_heads, m.head_dim}, got->dk, exact.dk, eager.dk,
-                            exact.dk_noise, exact.dk_terms, kIntegrationK, false);
+                            exact.dk_noise, exact.dk_terms, kIntegrationK, 0);
   cmp.dv = compare_gradient(m.dtype, softcap, {"dv", k_rows, m.kv_heads, m.head_dim}, got->dv, exact.dv, eager.dv,
-                            exact.dv_noise, exact.dv_terms, kIntegrationK, false);
+                            exact.dv_noise, exact.dv_terms, kIntegrationK, 0);
   v.cmp = cmp.decisive();
   v.reason = failure_reason(cmp);
   if (!v.reason.empty()) v.reason = fmt::format("backward: {} (baseline: eager's autograd)", v.reason);
