@@ -2,7 +2,7 @@
 # ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, a sample of the hostile-input
 # corpus (tools/hostile), the sanitizer lane (ci/asan.sh), the plugin and Python kernel checks (ci/plugins.sh), the
 # cross-check of the HF oracle against transformers (tools/hf_crosscheck: its self-test, then the profile/release
-# matrix), the cluster templates (the Kubernetes manifests validated; the SLURM array + merge run on a real one-node
+# matrix), the backward through a real release (hf-live --backward), the cluster templates (the Kubernetes manifests validated; the SLURM array + merge run on a real one-node
 # cluster, as root), and (where the CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot
 # rot on CPU-only CI.
 set -euo pipefail
@@ -35,6 +35,16 @@ step "sanitizer lane" bash ci/asan.sh
 # then every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md).
 step "cross-check selftest" bash tools/hf_crosscheck/run.sh --selftest --quiet
 step "release matrix" bash tools/hf_crosscheck/matrix.sh
+# Training through a real release (installed by the matrix): the backward self-test (planted defects in the reference
+# kernel's backward must be flagged, the intact one must pass), then `hf-live --backward` end to end.
+hf_live_backward() {
+  tools/hf_live/python.sh 5.17.0 tools/hf_live/backward_selftest.py > build/hf-live-backward-selftest.txt 2>&1 ||
+    { cat build/hf-live-backward-selftest.txt; return 1; }
+  HF_VERSION=5.17.0 build/cpu/cli/flashcheck hf-live --python tools/hf_live/python.sh --generated 50 --backward \
+    --out build/hf-live-backward > build/hf-live-backward.txt 2>&1 || { cat build/hf-live-backward.txt; return 1; }
+  tail -1 build/hf-live-backward-selftest.txt
+}
+step "hf-live backward" hf_live_backward
 # Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job
 # array of CPU shards and its dependent merge on a local slurmctld + slurmd (Debian's packages).
 step "kubernetes manifests" bash ci/k8s/validate.sh

@@ -5,6 +5,8 @@
 // shrunk here (search/model_shrink.h, each round judged by the release again), saved as a fixture under
 // OUT/found and reported like a fuzz finding. The release's profile (core/hf_profiles.h) is run on the shrunk case
 // too, so the report says whether the harness's model of that release reproduces what the release did.
+// With --backward the worker also judges the gradients of the training-shaped cases ("<path>-backward") and a
+// tiny model's training step ("model-backward"); a backward whose forward already fails is counted, not shrunk again.
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
@@ -73,11 +75,17 @@ class LiveRun {
   std::optional<hf::Profile> profile() const { return profile_; }
   const std::string& version() const { return version_; }
 
-  // Judges the cases in one request: one result per case, or nullopt with the worker's error printed.
-  std::optional<json> judge(const std::vector<NamedModelCase>& cases, const std::string& dir) {
+  // Judges the cases in one request: one result per case, or nullopt with the worker's error printed. With
+  // `model_backward` (and --backward) the reply's tiny-model training step is kept for model_backward().
+  std::optional<json> judge(const std::vector<NamedModelCase>& cases, const std::string& dir, bool model_backward = false) {
     fs::remove_all(dir);
     write_export(dir, cases, profile_.value_or(hf::Profile::kHfMain));
-    const std::optional<json> reply = worker_.request({{"dir", dir}, {"paths", o_.paths}});
+    json request = {{"dir", dir}, {"paths", o_.paths}};
+    if (o_.backward) {
+      request["backward"] = true;
+      request["model_backward"] = model_backward;
+    }
+    const std::optional<json> reply = worker_.request(request);
     if (!reply) {
       fmt::print(stderr, "flashcheck hf-live: {}\n", worker_.error());
       return std::nullopt;
@@ -91,8 +99,12 @@ class LiveRun {
       fmt::print(stderr, "flashcheck hf-live: {} results for {} cases\n", results.size(), cases.size());
       return std::nullopt;
     }
+    if (model_backward && reply->contains("model_backward")) model_backward_ = reply->at("model_backward");
     return results;
   }
+
+  // The tiny-model training step of the first request (an object; empty when it was not asked for).
+  const json& model_backward() const { return model_backward_; }
 
   // The documented divergence this failure is, when the release's profile documents them (flash path only).
   std::optional<hf::Divergence> known(const std::string& path, const ModelCase& m) const {
@@ -134,25 +146,29 @@ class LiveRun {
     return f;
   }
 
-  // OUT/found/<hash>.json: the shrunk case, expecting on the release's profile what the release did (flash path).
+  // OUT/found/<hash>.json: the shrunk case, expecting on the release's profile what the release did (flash path,
+  // forward or backward).
   std::string save(const std::string& path, const Finding& f, std::string& profile_note) {
     Fixture fx;
     const ModelCase& m = *f.model_case;
+    const bool backward = path.ends_with("-backward");
+    const std::string forward = backward ? path.substr(0, path.size() - std::string_view("-backward").size()) : path;
     fx.path = (fs::path(o_.out) / "found" / (content_hash(m) + ".json")).string();
     fx.title = fmt::format("transformers {}, {} path: {}", version_, path, f.verdict.reason.substr(0, 120));
     fx.description = fmt::format(
         "Found by `flashcheck hf-live` on the installed transformers {} (kernel {}): its {} path {} this case while its "
         "eager attention ran. {}",
-        version_, backend_, path, f.verdict.kind == VerdictKind::kError ? "raised on" : "returned wrong rows for",
+        version_, backend_, path,
+        f.verdict.kind == VerdictKind::kError ? "raised on" : backward ? "returned wrong gradients for" : "returned wrong rows for",
         profile_ ? fmt::format("The expectation is keyed by {}, the profile of that release.", hf::to_string(*profile_))
                  : "No profile models this release.");
-    fx.property = "integration";
+    fx.property = !backward ? "integration" : forward == "sdpa" ? "integration-sdpa-backward" : "integration-backward";
     fx.found_by = fmt::format("flashcheck hf-live --python {} (transformers {})", o_.python, version_);
     fx.replay = fmt::format("flashcheck replay {}", fx.path);
     ModelFixtureCase mc;
     mc.mcase = m;
     mc.note = fmt::format("transformers {}: {}", version_, f.verdict.reason);
-    if (profile_ && path == "flash") {
+    if (profile_ && forward == "flash") {
       fx.profiles = {std::string(hf::to_string(*profile_))};
       Expectation e;
       e.verdict = f.verdict.kind;
@@ -160,14 +176,15 @@ class LiveRun {
       if (e.verdict == VerdictKind::kError) e.reason_contains = exception_text(reason);
       e.why = fmt::format("transformers {} itself: {}", version_, f.verdict.reason);
       Kernel* k = builtin_registry().find("tiled-cpu");
-      const IntegrationResult model = check_integration(*profile_, *k, m);
+      const IntegrationResult model =
+          backward ? check_integration_backward(*profile_, *k, m, hf::HfPath::kFlash) : check_integration(*profile_, *k, m);
       const bool same = model.verdict.kind == e.verdict &&
                         (e.reason_contains.empty() || model.verdict.reason.find(e.reason_contains) != std::string::npos);
       profile_note = fmt::format("profile {} {} it ({}: {})", hf::to_string(*profile_), same ? "reproduces" : "DOES NOT reproduce",
                                  to_string(model.verdict.kind), model.verdict.reason.empty() ? "pass" : model.verdict.reason);
       mc.expect[std::string(hf::to_string(*profile_))] = e;
     } else {
-      profile_note = path == "flash" ? "no profile models this release" : "the profiles model the flash path only";
+      profile_note = forward == "flash" ? "no profile models this release" : "the profiles model the flash path only";
       fx.description += " The profiles model the flash path only: replay checks that path on this case.";
       if (profile_) fx.profiles = {std::string(hf::to_string(*profile_))};
     }
@@ -185,7 +202,45 @@ class LiveRun {
   PythonWorker& worker_;
   std::string version_, backend_;
   std::optional<hf::Profile> profile_;
+  json model_backward_ = json::object();
 };
+
+// The tiny-model training step (tools/hf_live/model_backward.py), reported like a path with one case; false when it
+// fails. It has no model case to shrink or save: its reason names the parameter and the numbers.
+bool report_model_backward(const LiveRun& run, const HfLiveOptions& o, const json& hello, double seconds, json& reports) {
+  const json& r = run.model_backward();
+  FuzzReport rep;
+  rep.kernel = run.kernel_label();
+  rep.property = run.property("model-backward");
+  rep.seed = o.seed;
+  rep.seconds = seconds;
+  const VerdictKind kind = r.empty() ? VerdictKind::kError : kind_of(r);
+  const std::string reason = r.empty() ? std::string("the worker returned no model_backward result") : r.value("reason", "");
+  if (kind == VerdictKind::kUnsupported) {
+    ++rep.unsupported;
+    ++rep.unsupported_reasons[reason];
+  } else {
+    ++rep.cases;
+    if (kind == VerdictKind::kPass) {
+      if (r.value("bound", 0.0) > 0) rep.worst_bound_use = r.value("err", 0.0) / r.value("bound", 1.0);
+      if (r.value("base", 0.0) > 0) rep.worst_ratio = r.value("err", 0.0) / r.value("base", 1.0);
+    } else {
+      ++rep.failures;
+    }
+  }
+  const std::string note = fmt::format("model-backward {}: {}", to_string(kind), kind == VerdictKind::kPass ? r.value("detail", "") : reason);
+  if (o.json) {
+    json j = to_json(rep);
+    j["release"] = hello;
+    j["profile_checks"] = json::array({note});
+    j["model_backward"] = r;
+    reports.push_back(std::move(j));
+  } else {
+    print_fuzz_report(rep);
+    fmt::print("    {}\n", note);
+  }
+  return kind == VerdictKind::kPass || kind == VerdictKind::kUnsupported;
+}
 
 }  // namespace
 
@@ -232,11 +287,13 @@ int run_hf_live(const HfLiveOptions& o) {
                h.value("transformers_path", "?"), h.value("torch", "?"), h.value("python", "?"), h.value("kernel", "?"),
                run.profile() ? fmt::format("{} ({})", hf::to_string(*run.profile()), hf::profile_spec(*run.profile()).releases)
                              : std::string("none: no profile's release range holds this version"));
-  const std::optional<json> results = run.judge(cases, (fs::path(o.out) / "cases").string());
+  const std::optional<json> results = run.judge(cases, (fs::path(o.out) / "cases").string(), /*model_backward=*/true);
   if (!results) return kExitUsage;
 
   std::vector<std::string> all_paths{"eager"};
   all_paths.insert(all_paths.end(), o.paths.begin(), o.paths.end());
+  if (o.backward)
+    for (const std::string& p : o.paths) all_paths.push_back(p + "-backward");
   json reports = json::array();
   bool ok = true;
   for (const std::string& path : all_paths) {
@@ -276,6 +333,11 @@ int run_hf_live(const HfLiveOptions& o) {
         continue;
       }
       ++rep.failures;
+      if (const std::string from = r.value("inherited", ""); !from.empty()) {
+        // The path's forward fails on this case: one bug, reported (and shrunk) under the forward path.
+        ++rep.known_divergences[fmt::format("the forward fails, reported under {}", run.property(from))];
+        continue;
+      }
       if (const auto known = run.known(path, m)) {
         ++rep.known_divergences[known->id];
         continue;
@@ -300,6 +362,10 @@ int run_hf_live(const HfLiveOptions& o) {
       print_fuzz_report(rep);
       for (const std::string& n : notes) fmt::print("    {}\n", n);
     }
+  }
+  if (o.backward) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ok = report_model_backward(run, o, h, seconds, reports) && ok;
   }
   if (o.json) std::cout << reports.dump(2) << "\n";
   return ok ? kExitOk : kExitFailure;

@@ -137,6 +137,7 @@ struct HfLiveOptions {
   std::string out = "out/hf-live";
   std::string kernel = "auto";                    // auto | reference | torch-fa2 (tools/hf_live/fa_kernels.py)
   std::vector<std::string> paths{"flash", "sdpa"};
+  bool backward = false;                          // also "<path>-backward" (training-shaped cases) and "model-backward"
   std::string script;                             // default: tools/hf_live/live.py
   int shrink_rounds = 40;
   bool json = false;

@@ -217,6 +217,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "reference", "torch-fa2"}));
   cmd_live->add_option("--path", live.paths, "Path to check (repeatable): flash, sdpa")->expected(1)->take_all()->capture_default_str();
   cmd_live->add_option("--script", live.script, "tools/hf_live/live.py elsewhere");
+  cmd_live->add_flag("--backward", live.backward,
+                     "Also check the gradients of training-shaped cases (flash-backward, sdpa-backward) and a tiny "
+                     "model's training step (model-backward)");
   cmd_live->add_option("--shrink-rounds", live.shrink_rounds, "Shrink rounds per finding")->capture_default_str();
   cmd_live->add_flag("--json", live.json, "Machine-readable report (as fuzz --json)");
 

@@ -63,7 +63,7 @@ def _allowed(nq, nk, causal, left, right, device):
 def _probabilities(q, k, scale, causal, left, right, softcap):
     """(P [Hq, nq, nk], tanh of the capped logits or None, rep): the fp64 softmax weights of one sequence, 0 on rows
     without an allowed key. q [nq, Hq, D], k [nk, Hkv, D]."""
-    nq, hq, d = q.shape
+    nq, hq = q.shape[:2]
     nk, hk = k.shape[0], k.shape[1]
     if hq % hk:
         raise RuntimeError(f"Number of heads in key/value ({hk}) must divide number of heads in query ({hq})")
@@ -89,6 +89,7 @@ def _probabilities(q, k, scale, causal, left, right, softcap):
 #   dq-row-zero  dQ of each sequence's last query row zeroed
 #   no-delta     dS = P dP, without FA2's D = rowsum(dO * O) term
 DEFECTS = set()
+KNOWN_DEFECTS = ("gqa-no-sum", "dv-scale", "dq-row-zero", "no-delta")
 
 
 class _ExactAttention(torch.autograd.Function):
@@ -138,7 +139,7 @@ def _group_sum(g, rep):
 def _exact(q, k, v, scale, causal, left, right, softcap):
     """One sequence: q [nq, Hq, D], k/v [nk, Hkv, D] -> [nq, Hq, D] in fp64, 0 for rows without an allowed key;
     differentiable (_ExactAttention)."""
-    nq, hq, d = q.shape
+    nq, hq = q.shape[:2]
     nk = k.shape[0]
     if nq == 0 or nk == 0:  # a sequence without keys: every query row is 0 (flash-attn >= 2.1)
         return torch.zeros(nq, hq, v.shape[-1], dtype=torch.float64)

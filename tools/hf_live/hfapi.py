@@ -440,7 +440,6 @@ class Release:
 
     def run_flash(self, case, grad=False):
         """The flash path's output [B, Lq, Hq, D] (whatever the release returns). grad: keep the autograd graph."""
-        torch = self.torch
         cache, k_new, v_new = self.make_cache(case)
         mask = self.build_mask(case, "flash_attention_2", cache)
         gen_cache = None

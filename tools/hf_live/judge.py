@@ -17,10 +17,11 @@ The backward (judge_gradients) uses the same form per gradient of L = <dO, out> 
                                                                    floor_spacings * spacing(max(terms, |g_exact|))
 
 over every element (dO is zero on rows that are not comparable, so those rows' gradients are exact zeros),
-NaN/Inf failing. `terms` is the root-sum-square of the element's terms as core/compare_gradients.cc and
-reference/host/exact_row.cc take it (docs/TOLERANCE.md, "The gradient rule"): a gradient is a sum whose terms can
-cancel, and a kernel rounds each term, so its error scales with them, not with the sum. fp32's noise term of the
-C++ gradient rule is not carried (k * eager's error dominates there).
+NaN/Inf failing; each element's floor is the larger of that dtype floor and the fp32 noise floor
+noise_lambda * u * sensitivity, as the forward's. `terms` is the root-sum-square of the element's terms as
+core/compare_gradients.cc and reference/host/exact_row.cc take it (docs/TOLERANCE.md, "The gradient rule"): a
+gradient is a sum whose terms can cancel, and a kernel rounds each term, so its error scales with them, not with the
+sum. Not carried from the C++ gradient rule: its softcap extra floor (3e-4, not in the export's tolerance block).
 """
 import math
 
@@ -68,14 +69,16 @@ def comparable_rows(torch, case, allowed):
 
 
 def probabilities(torch, case, q, k, allowed):
-    """(P [B, H, Lq, Lk], c [B, H, Lq, Lk]): the softmax weights of the exact attention under `allowed` (0 on rows
-    without a key) from fp64 q [B, Lq, H, D] and k repeated to H heads, differentiable; c = d(softcap)/d(logit)."""
+    """(P [B, H, Lq, Lk], c, t): the softmax weights of the exact attention under `allowed` (0 on rows without a key)
+    from fp64 q [B, Lq, H, D] and k repeated to H heads, differentiable; with a softcap t = tanh(logit / cap) and
+    c = 1 - t^2 its derivative (else t = 0, c = 1), both detached."""
     s = case.scaling * torch.einsum("bihd,bjhd->bhij", q, k)
-    c = torch.ones_like(s)
+    c, t = torch.ones_like(s), torch.zeros_like(s)
     if case.softcap is not None and case.softcap > 0:
         t = torch.tanh(s / case.softcap)
         s = case.softcap * t
-        c = (1 - t * t).detach()
+        t = t.detach()
+        c = 1 - t * t
     ok = allowed[:, None]  # [B, 1, Lq, Lk]
     s = s.masked_fill(~ok, -math.inf)
     has = ok.any(-1, keepdim=True)
@@ -83,7 +86,7 @@ def probabilities(torch, case, q, k, allowed):
     m = torch.where(has, s.amax(-1, keepdim=True), torch.zeros_like(s[..., :1])).detach()
     p = torch.exp(s - m)
     z = torch.where(has, p.sum(-1, keepdim=True), torch.ones_like(m))
-    return p / z, c
+    return p / z, c, t
 
 
 def exact_attention(torch, case, allowed, tol):
@@ -95,7 +98,7 @@ def exact_attention(torch, case, allowed, tol):
     v = case.v.double().repeat_interleave(rep, dim=2)
     dot_abs = torch.einsum("bihd,bjhd->bhij", q.abs(), k.abs())
     ok = allowed[:, None]  # [B, 1, Lq, Lk]
-    p, _ = probabilities(torch, case, q, k, allowed)
+    p, _, _ = probabilities(torch, case, q, k, allowed)
     out = torch.einsum("bhij,bjhd->bihd", p, v)
     a = torch.einsum("bhij,bjhd->bihd", p, v.abs())
     magnitude = (dot_abs * abs(case.scaling)).masked_fill(~ok, 0).amax(-1)  # [B, H, Lq]
@@ -190,32 +193,66 @@ def _group_sum(torch, x, hkv):
 
 
 def exact_gradients(torch, case, allowed, dout):
-    """({dq, dk, dv} fp64 exact gradients of <dO, out> under `allowed`, {dq, dk, dv} the root-sum-square
-    magnitude of each element's terms), from the case's own q, k, v (in the dtype) and dO."""
+    """({dq, dk, dv} fp64 exact gradients of <dO, out> under `allowed`, {dq, dk, dv} the root-sum-square magnitude
+    of each element's terms, {dq, dk, dv} each element's first-order fp32 sensitivity in units of u), from the
+    case's own q, k, v (in the dtype) and dO."""
     rep = case.Hq // case.Hkv
     with torch.enable_grad():
         q = case.q.detach().double().requires_grad_()
         k = case.k.detach().double().requires_grad_()
         v = case.v.detach().double().requires_grad_()
         kr, vr = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
-        p, c = probabilities(torch, case, q, kr, allowed)
+        p, c, t = probabilities(torch, case, q, kr, allowed)
         out = torch.einsum("bhij,bjhd->bihd", p, vr)
         dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout.double())
     with torch.no_grad():
-        p, out, do, qd, krd, vrd = p.detach(), out.detach(), dout.double(), q.detach(), kr.detach(), vr.detach()
-        # dS_ij = P_ij (dP_ij - D_i) c_ij; its magnitude as exact_row.cc: |dS_ij| + P_ij c_ij |dO_i * O_i|_2
-        dp = torch.einsum("bihd,bjhd->bhij", do, vrd)
-        delta = torch.einsum("bihd,bihd->bhi", do, out)[..., None]
-        d_rss = torch.sqrt(torch.einsum("bihd,bihd->bhi", do * do, out * out))[..., None]
-        ds_mag = (p * (dp - delta) * c).abs() + p * c * d_rss
-        scale2 = case.scaling * case.scaling
-        terms = {
-            "dq": torch.sqrt(scale2 * torch.einsum("bhij,bjhd->bihd", ds_mag * ds_mag, krd * krd)),
-            "dk": torch.sqrt(scale2 * _group_sum(torch, torch.einsum("bhij,bihd->bjhd", ds_mag * ds_mag, qd * qd),
-                                                 case.Hkv)),
-            "dv": torch.sqrt(_group_sum(torch, torch.einsum("bhij,bihd->bjhd", p * p, do * do), case.Hkv)),
-        }
-    return {"dq": dq, "dk": dk, "dv": dv}, terms
+        terms, noise = _gradient_scales(torch, case, allowed, dout.double(), q.detach(), kr.detach(), vr.detach(),
+                                        p.detach(), c, t, out.detach())
+    return {"dq": dq, "dk": dk, "dv": dv}, terms, noise
+
+
+def _gradient_scales(torch, case, allowed, do, q, k, v, p, c, t, out):
+    """The floors' two scales per gradient element, as reference/host/exact_row.cc and gradients.cc compute them:
+    the root-sum-square of its terms (tolerance::terms_magnitude) and its fp32 sensitivity in units of u
+    (tolerance::gradient_sensitivity, dscore_sensitivity, output_sensitivity), vectorized over [B, H, Lq, Lk]."""
+    ok = allowed[:, None].double()  # [B, 1, Lq, Lk]
+    sc, d = abs(case.scaling), case.D
+    root = math.sqrt
+    # the forward: L_i = sqrt(D) max_j S_ij, n_i keys, a_x = sum_j P_ij |v_jx|, the output's own sensitivity
+    logit = math.sqrt(d) * (sc * torch.einsum("bihd,bjhd->bhij", q.abs(), k.abs()) * ok).amax(-1)  # [B, H, Lq]
+    n = ok.sum(-1).expand_as(logit)
+    a = torch.einsum("bhij,bjhd->bihd", p, v.abs())
+    L, N = logit.permute(0, 2, 1)[..., None], n.permute(0, 2, 1)[..., None]  # [B, Lq, H, 1]
+    o_noise = L * (a + out.abs()) + torch.sqrt(N + 1) * a + out.abs()
+    # dP_j = dO . v_j, D = dO . O, dS_j = P_j (dP_j - D) c_j, and their sensitivities
+    dp = torch.einsum("bihd,bjhd->bhij", do, v)
+    dp_sens = root(d + 1) * torch.einsum("bihd,bjhd->bhij", do.abs(), v.abs())
+    delta = torch.einsum("bihd,bihd->bhi", do, out)[..., None]
+    d_sens = (root(d + 1) * torch.einsum("bihd,bihd->bhi", do.abs(), out.abs())
+              + torch.einsum("bihd,bihd->bhi", do.abs(), o_noise))[..., None]
+    ds = p * (dp - delta) * c
+    lg = logit[..., None]
+    sigma = c * (2 * lg * p * (dp - delta).abs() + p * (dp_sens + d_sens))
+    if case.softcap is not None and case.softcap > 0:
+        sigma = sigma + ds.abs() * 2 * t.abs() * lg / case.softcap
+    d_rss = torch.sqrt(torch.einsum("bihd,bihd->bhi", do * do, out * out))[..., None]
+    ds_mag = ds.abs() + p * c * d_rss  # exact_row.cc's KeyGrad::ds_magnitude
+    m = _group_sum(torch, (ok.expand_as(p)).sum(2)[..., None].permute(0, 2, 1, 3), case.Hkv)  # [B, Lk, Hkv, 1]
+    sq = lambda x: x * x  # noqa: E731
+    terms = {
+        "dq": sc * torch.sqrt(torch.einsum("bhij,bjhd->bihd", sq(ds_mag), sq(k))),
+        "dk": sc * torch.sqrt(_group_sum(torch, torch.einsum("bhij,bihd->bjhd", sq(ds_mag), sq(q)), case.Hkv)),
+        "dv": torch.sqrt(_group_sum(torch, torch.einsum("bhij,bihd->bjhd", sq(p), sq(do)), case.Hkv)),
+    }
+    noise = {
+        "dq": sc * (torch.sqrt(N + 1) * torch.einsum("bhij,bjhd->bihd", ds.abs(), k.abs())
+                    + torch.einsum("bhij,bjhd->bihd", sigma, k.abs())),
+        "dk": sc * (torch.sqrt(m + 1) * _group_sum(torch, torch.einsum("bhij,bihd->bjhd", ds.abs(), q.abs()), case.Hkv)
+                    + _group_sum(torch, torch.einsum("bhij,bihd->bjhd", sigma, q.abs()), case.Hkv)),
+        "dv": torch.sqrt(m + 1) * _group_sum(torch, torch.einsum("bhij,bihd->bjhd", p, do.abs()), case.Hkv)
+        + _group_sum(torch, torch.einsum("bhij,bihd->bjhd", 2 * lg * p, do.abs()), case.Hkv),
+    }
+    return terms, noise
 
 
 def _where(case, name, flat_index, shape):
@@ -229,7 +266,7 @@ def _where(case, name, flat_index, shape):
     return f"{name}[b{b}, pos {i}, {head} {h}, d {d}]"
 
 
-def judge_gradient(torch, case, name, path_g, eager_g, exact_g, terms, tol):
+def judge_gradient(torch, case, name, path_g, eager_g, exact_g, terms, noise, tol):
     """One gradient by the rule: {err, bound, base, floor, ratio, at, nonfinite, ok}."""
     x = exact_g
     g = torch.zeros_like(x) if path_g is None else path_g.detach().double()  # no gradient at all: it is 0
@@ -240,7 +277,8 @@ def judge_gradient(torch, case, name, path_g, eager_g, exact_g, terms, tol):
     base = base[~torch.isnan(base)]
     base_max = float(base.max()) if base.numel() else 0.0
     sp = spacing(torch, torch.maximum(terms, x.abs()), tol, case.c["dtype"])
-    floor = float((tol.floor_spacings * sp).max()) if sp.numel() else 0.0
+    floors = torch.maximum(tol.floor_spacings * sp, tol.noise_lambda * tol.unit_roundoff * noise)  # max_floor
+    floor = float(floors.max()) if floors.numel() else 0.0
     worst = int(err.reshape(-1).argmax()) if err.numel() else 0
     err_max = float(err.reshape(-1)[worst]) if err.numel() else 0.0
     bound = tol.k * base_max + floor
@@ -257,10 +295,10 @@ def _gradient_sentence(name, r, tol):
             f"eager's {r['base']:.3g} + floor {r['floor']:.3g}); ratio to eager's {r['ratio']:.3g}; worst at {r['at']}")
 
 
-def judge_gradients(torch, case, path_grads, eager_grads, exact, terms, tol):
+def judge_gradients(torch, case, path_grads, eager_grads, exact, terms, noise, tol):
     """The backward verdict of one path: a dict like judge()'s (verdict, reason, err, bound, base, floor of the
     gradient closest to or furthest past its bound) with each gradient's numbers under "gradients"."""
-    per = {n: judge_gradient(torch, case, n, path_grads.get(n), eager_grads.get(n), exact[n], terms[n], tol)
+    per = {n: judge_gradient(torch, case, n, path_grads.get(n), eager_grads.get(n), exact[n], terms[n], noise[n], tol)
            for n in GRADIENTS}
     use = {n: (math.inf if not r["ok"] and r["bound"] <= 0 else r["err"] / r["bound"] if r["bound"] > 0 else 0.0)
            for n, r in per.items()}

@@ -24,9 +24,10 @@ serve protocol (one JSON object per line): the worker first prints {"hello": {..
 {"dir": DIR, "paths": [...], "backward": bool, "model_backward": bool} it prints {"results": [...]} (with
 "model_backward": {...} when asked) or {"error": "..."}. stdout carries nothing else.
 """
-import hashlib
 import argparse
+import hashlib
 import json
+import math
 import os
 import sys
 import traceback
@@ -144,7 +145,7 @@ def inherited(path, fwd):
             "reason": f"the {path} forward already fails (reported there): {fwd.get('reason', '')}"}
 
 
-def backward_of(release, case, tol, path, dout, eager_grads, exact, terms):
+def backward_of(release, case, tol, path, dout, eager_grads, exact, scales):
     """One path's backward result, judged; an exception is classified like the forward's."""
     runner = {"flash": release.run_flash, "sdpa": release.run_sdpa}[path]
     try:
@@ -153,9 +154,10 @@ def backward_of(release, case, tol, path, dout, eager_grads, exact, terms):
         grads = gradients_through(release, runner, case, dout)
     except Exception as e:  # noqa: BLE001
         kind = classify(e, release)
-        return {"verdict": "unsupported" if kind == "unsupported" else "error", "class": kind,
-                "reason": f"backward: {message(e)}", "trace": traceback.format_exc(limit=-4)}
-    j = judging.judge_gradients(release.torch, case, grads, eager_grads, exact, terms, tol)
+        # the reason is the exception's own text (a saved fixture expects it), the stage says where it came from
+        return {"verdict": "unsupported" if kind == "unsupported" else "error", "class": kind, "stage": "backward",
+                "reason": message(e), "trace": traceback.format_exc(limit=-4)}
+    j = judging.judge_gradients(release.torch, case, grads, eager_grads, exact, *scales, tol)
     if j["verdict"] != "pass":
         j["class"] = "wrong-gradient"
     return j
@@ -179,12 +181,12 @@ def run_backward(release, case, tol, paths, fwd, eager_mask):
         res.update({n: unsupported(f"eager's backward raised: {message(e)}") for n in names})
         return res
     res["eager-backward"] = {"verdict": "pass"}
-    exact, terms = judging.exact_gradients(torch, case, allowed, dout)
+    exact, *scales = judging.exact_gradients(torch, case, allowed, dout)
     for path, name in zip(paths, names):
         if fwd[path]["verdict"] != "pass":
             res[name] = inherited(path, fwd[path])
         else:
-            res[name] = backward_of(release, case, tol, path, dout, eager_grads, exact, terms)
+            res[name] = backward_of(release, case, tol, path, dout, eager_grads, exact, scales)
     return res
 
 
@@ -205,6 +207,18 @@ def run_dir(release, root, paths, backward=False):
     return results
 
 
+def strict_json(x):
+    """x with every non-finite float made JSON: +-inf as +-DBL_MAX (an error "past any bound"), NaN as null.
+    json.dumps would write Infinity/NaN, which the C++ side (and JSON) rejects."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else math.copysign(sys.float_info.max, x)
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    return x
+
+
 def judge_request(release, root, paths, backward, model):
     """The reply to one request: {"results": [...]} and, when `model`, {"model_backward": {...}}."""
     reply = {"results": run_dir(release, root, paths, backward)}
@@ -221,6 +235,13 @@ def start(kernel):
     if backend == "auto":
         backend = "torch-fa2" if torch.cuda.is_available() else "reference"
     fa_kernels.install(backend)
+    # Planted backward defects (fa_kernels.DEFECTS), to see a flash-backward finding go through flashcheck hf-live's
+    # shrinking and saving; named in the hello line so that no report hides them.
+    defects = [d for d in os.environ.get("FLASHCHECK_HF_LIVE_DEFECTS", "").split(",") if d]
+    for d in defects:
+        if d not in fa_kernels.KNOWN_DEFECTS:
+            raise ValueError(f"FLASHCHECK_HF_LIVE_DEFECTS: unknown defect {d!r} ({', '.join(fa_kernels.KNOWN_DEFECTS)})")
+    fa_kernels.DEFECTS.update(defects)
     release = hfapi.Release(flash=True)
     if backend == "torch-fa2":
         torch.set_default_device("cuda")
@@ -231,6 +252,8 @@ def start(kernel):
                         "integrations.flash_attention": release.fai is not None,
                         "integrations.sdpa_attention": release.sdpai is not None,
                         "flash_checks_patched": release.flash_patched}}
+    if defects:
+        hello["kernel"] = f"{backend}+defects:{'+'.join(defects)}"
     return release, hello
 
 
@@ -265,7 +288,7 @@ def main(argv=None):
         except hfapi.BadInput as e:
             print(f"live.py: bad input: {e}", file=sys.stderr)
             return 2
-        out.write(json.dumps(dict(hello=hello, **reply), indent=1) + "\n")
+        out.write(json.dumps(strict_json(dict(hello=hello, **reply)), indent=1, allow_nan=False) + "\n")
         return 0
     out.write(json.dumps({"hello": hello}) + "\n")
     out.flush()
@@ -280,7 +303,7 @@ def main(argv=None):
                                   backward and bool(req.get("model_backward", True)))
         except Exception as e:  # noqa: BLE001
             reply = {"error": message(e), "trace": traceback.format_exc()}
-        out.write(json.dumps(reply) + "\n")
+        out.write(json.dumps(strict_json(reply), allow_nan=False) + "\n")
         out.flush()
     return 0
 
