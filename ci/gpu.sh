@@ -324,7 +324,14 @@ fi
 
 if has backward; then
   # The backward on the GPU: the gradient properties on every CUDA kernel whose contract has a backward (list --json's
-  # "backward"), as one campaign whose workers share the GPU, merged; then the fixtures of the backward replayed.
+  # "backward"), as one campaign whose workers share the GPU, merged. First, quick: every fixture of a gradient property
+  # replayed (the backward defects found, the harness's false alarms) and tools/backward_probes.py.
+  mapfile -t bw_fixtures < <(grep -rlE --include='*.json' '"property": "(grad-|integration-(sdpa-)?backward)' fixtures)
+  fc replay fixtures/found/harness-determinism-slack-rows.json \
+    "${bw_fixtures[@]}" > "$out/backward-replay.txt" 2>&1
+  row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
+  python3 tools/backward_probes.py > "$out/backward-probes.txt" 2>&1
+  row "backward probes" "$(wc -l < "$out/backward-probes.txt") lines in backward-probes.txt"
   start=$(date +%s)
   read -r -a bw_kernels < <(fc list --json 2> /dev/null | python3 -c '
 import json, sys
@@ -338,9 +345,6 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
     --time "${GPU_BACKWARD_SECONDS:-240}" --seed "${GPU_BACKWARD_SEED:-2601}" > "$out/backward.log" 2>&1
   fc merge "$out/backward" --out "$out/backward-merged" --no-html > "$out/backward-merge.log" 2>&1
   row "backward campaign (${#bw_kernels[@]} kernels)" "$(grep -m1 'cases from' "$out/backward-merged/summary.md") $(head -1 "$out/backward-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
-  fc replay fixtures/issues/flash-attention-443.json fixtures/found/harness-determinism-slack-rows.json \
-    fixtures/found/harness-grad-gqa-overflowed-sum.json > "$out/backward-replay.txt" 2>&1
-  row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
 fi
 
 if has false-alarms; then

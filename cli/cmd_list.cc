@@ -54,6 +54,8 @@ int run_list(const ListOptions& o) {
                  bw.without.empty() ? "" : fmt::format("  without: {}", fmt::join(bw.without, " ")),
                  dtypes.empty() ? "" : "  dtypes: " + dtypes);
       for (const std::string& n : bw.notes) fmt::print("  backward note: {}\n", n);
+      for (const auto& [feature, why] : bw.coverage_exempt)
+        fmt::print("  backward coverage not required: {} ({})\n", feature, why);
     }
     fmt::print("\n");
   }

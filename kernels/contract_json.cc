@@ -140,6 +140,7 @@ json kernel_json(const Kernel& k) {
                      {"without", c.backward.without},
                      {"dtypes", bw_dtypes},
                      {"notes", c.backward.notes}};
+    if (!c.backward.coverage_exempt.empty()) j["backward"]["coverage_exempt"] = c.backward.coverage_exempt;
   }
   if (k.is_mutant()) j["mutant"] = k.mutant_description();
   return j;
@@ -198,7 +199,7 @@ Contract contract_from_json(const json& j, const std::string& source) {
       r.fail("backward", "must be an object (deterministic, zeroes_unused_keys, writes_into_buffer, without, dtypes, notes)");
     for (const auto& [key, value] : b.items())
       if (key != "deterministic" && key != "zeroes_unused_keys" && key != "writes_into_buffer" && key != "without" &&
-          key != "dtypes" && key != "notes")
+          key != "dtypes" && key != "notes" && key != "coverage_exempt")  // the last: the harness's bookkeeping
         r.fail("backward." + key, "unknown field");
     const Reader br(b, source, "backward.");
     c.backward.available = true;

@@ -94,6 +94,8 @@ std::vector<std::string> required_coverage(const Contract& k, const CaseRequirem
     if (s != KvStrides::kContiguous) r.push_back(std::string("kv-") + std::string(to_string(s)));
   if (req.backward) r.insert(r.end(), {"dout-zero-rows", "dout-onehot"});
   for (const auto& [feature, why] : k.coverage_exempt) r.erase(std::remove(r.begin(), r.end(), feature), r.end());
+  if (req.backward)
+    for (const auto& [feature, why] : k.backward.coverage_exempt) r.erase(std::remove(r.begin(), r.end(), feature), r.end());
   return r;
 }
 

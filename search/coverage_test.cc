@@ -54,6 +54,19 @@ TEST(Coverage, ExemptFeaturesAreDroppedWithTheirReason) {
   EXPECT_TRUE(demands(k, "causal-bottom-right"));
 }
 
+TEST(Coverage, TheBackwardsExemptionsApplyToGradientPropertiesOnly) {
+  Contract k = top_left_only();
+  k.bottom_right = Support::kNative;
+  k.backward.available = true;
+  k.backward.coverage_exempt = {{"empty-rows", "a known defect of the backward"}};
+  CaseRequirements backward;
+  backward.backward = true;
+  const auto has = [](const std::vector<std::string>& r, const char* f) { return std::find(r.begin(), r.end(), f) != r.end(); };
+  EXPECT_TRUE(has(required_coverage(k, CaseRequirements{}), "empty-rows"));
+  EXPECT_FALSE(has(required_coverage(k, backward), "empty-rows"));
+  EXPECT_TRUE(has(required_coverage(k, backward), "dout-onehot"));
+}
+
 TEST(Coverage, MissingNamesTheUnreachedFeaturesInOrder) {
   Coverage cov;
   KernelCase c;

@@ -50,21 +50,39 @@ def probe_efficient_window_backward():
 
 
 def probe_flash_varlen_backward_zero_keys():
-    # aten::_flash_attention_backward in varlen mode with a sequence of zero keys (the forward takes it).
-    q = torch.randn(1, 1, 8, device=dev, dtype=torch.float16)
-    k = torch.randn(0, 1, 8, device=dev, dtype=torch.float16)
-    v = torch.randn(0, 1, 8, device=dev, dtype=torch.float16)
-    cq = torch.tensor([0, 1], device=dev, dtype=torch.int32)
-    ck = torch.tensor([0, 0], device=dev, dtype=torch.int32)
-    out, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(q, k, v, cq, ck, 1, 0, 0.0, False, False)
-    try:
-        dq, dk, dv = torch.ops.aten._flash_attention_backward(torch.ones_like(out), q, k, v, out, lse, cq, ck, 1, 0,
-                                                              0.0, False, rng, unused)
-        print("flash varlen backward, 1 query over 0 keys: dq", dq.flatten().tolist()[:4])
-    except RuntimeError as e:
-        print("flash varlen backward, 1 query over 0 keys: raises", str(e).splitlines()[0])
-    print("  forward: out", out.flatten().tolist()[:4], "(a row without keys: 0)")
-    torch.cuda.synchronize()
+    # aten::_flash_attention_backward in varlen mode with sequences of zero keys (the forward takes them): a batch
+    # whose only sequence has none (max_seqlen_k 0), and a batch where one of two has none.
+    for q_lens, k_lens in (([1], [0]), ([1, 2], [0, 3]), ([2, 1], [3, 0])):
+        cq = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), device=dev, dtype=torch.int32)
+        ck = torch.tensor([0] + list(torch.tensor(k_lens).cumsum(0)), device=dev, dtype=torch.int32)
+        q = torch.randn(sum(q_lens), 1, 8, device=dev, dtype=torch.float16)
+        k = torch.randn(sum(k_lens), 1, 8, device=dev, dtype=torch.float16)
+        v = torch.randn(sum(k_lens), 1, 8, device=dev, dtype=torch.float16)
+        mq, mk = max(q_lens), max(k_lens)
+        out, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(q, k, v, cq, ck, mq, mk, 0.0, False, False)
+        what = f"flash varlen backward, q_lens {q_lens} k_lens {k_lens}"
+        try:
+            g = torch.randn_like(out)
+            dq, dk, dv = torch.ops.aten._flash_attention_backward(g, q, k, v, out, lse, cq, ck, mq, mk, 0.0, False,
+                                                                  rng, unused)
+            torch.cuda.synchronize()
+            # the exact gradients, sequence by sequence (a sequence without keys: zero)
+            eq = torch.zeros_like(q, dtype=torch.float64)
+            ek = torch.zeros_like(k, dtype=torch.float64)
+            ev = torch.zeros_like(v, dtype=torch.float64)
+            for b in range(len(q_lens)):
+                qs, ks = slice(int(cq[b]), int(cq[b + 1])), slice(int(ck[b]), int(ck[b + 1]))
+                if k_lens[b] == 0 or q_lens[b] == 0:
+                    continue
+                allowed = torch.ones(q_lens[b], k_lens[b], dtype=torch.bool, device=dev)
+                gq, gk, gv = exact_grads(q[None, qs], k[None, ks], v[None, ks], allowed, g[None, qs], 8 ** -0.5)
+                eq[qs], ek[ks], ev[ks] = gq[0], gk[0], gv[0]
+            err = [(a.double() - b).abs().max().item() for a, b in ((dq, eq), (dk, ek), (dv, ev))]
+            print(f"{what}: max err dq {err[0]:.3g} dk {err[1]:.3g} dv {err[2]:.3g}")
+        except RuntimeError as e:
+            print(f"{what}: raises", str(e).splitlines()[0])
+            torch.cuda.synchronize()
+        print("  forward: out of the first sequence", out[0].flatten().tolist()[:4])
 
 
 if __name__ == "__main__":

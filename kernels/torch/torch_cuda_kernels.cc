@@ -74,6 +74,13 @@ bool some_sequence_has_more_queries_than_keys(const KernelCase& c) {
   return false;
 }
 
+bool some_sequence_has_unequal_lengths(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  for (const SeqGeometry& s : g.seqs)
+    if (s.lq != s.lk) return true;
+  return false;
+}
+
 // Known defects, kept out of the contracts so that campaigns look for new ones; each has a fixture that
 // runs the kernel on it anyway and expects the failure (docs/RESULTS.md).
 constexpr const char* kFlashWindowDefect =
@@ -82,6 +89,9 @@ constexpr const char* kFlashWindowDefect =
 constexpr const char* kFlashNoQueriesDefect =
     "known defect: a batch without any query row fails with 'invalid argument' "
     "(fixtures/found/flash-varlen-no-queries.json)";
+constexpr const char* kFlashBackwardNoKeysDefect =
+    "known defect: the varlen backward of a batch without any key fails with 'invalid argument' "
+    "(fixtures/found/flash-varlen-backward-batch-without-keys.json)";
 constexpr const char* kFlashDecodeGroupsDefect =
     "known defect: GQA with max_seqlen_q == 1 and a Q buffer whose rows are not one per sequence (a sequence "
     "without queries, or rows past the last sequence) breaks the decode fast path's reshape "
@@ -89,9 +99,9 @@ constexpr const char* kFlashDecodeGroupsDefect =
 constexpr const char* kEfficientBottomRightDefect =
     "known defect: bottom-right causal (custom_mask_type 2) with q_len > k_len "
     "(fixtures/found/efficient-bottom-right-more-queries-than-keys.json)";
-constexpr const char* kEfficientBackwardOneKeyWindowDefect =
-    "known defect: the backward with a causal window of one key (window_size 1) returns wrong gradients "
-    "(fixtures/found/efficient-backward-one-key-window.json)";
+constexpr const char* kEfficientBackwardWindowDefect =
+    "known defect: the backward with a causal window (window_size) returns wrong gradients when a sequence's "
+    "q_len differs from its k_len (fixtures/found/efficient-backward-window-unequal-lengths.json)";
 constexpr const char* kEfficientWindowBlockDefect =
     "known defect: a causal window that starts past the last key, with v_head_dim > 128, leaves rows unwritten "
     "(fixtures/found/efficient-window-block-without-keys.json)";
@@ -126,12 +136,10 @@ Contract flash_contract(bool varlen) {
              "no softcap, leftpad, paged KV or KV-cache append in this op (torch 2.11)"};
   k.backward.available = true;
   k.backward.deterministic = false;  // dQ is accumulated over key blocks with atomics
-  // aten::_flash_attention_backward takes no seqused_k; zero-length sequences: a known defect of its varlen mode.
-  k.backward.without = {"seqused_k", "zero_length"};
+  k.backward.without = {"seqused_k"};  // aten::_flash_attention_backward takes none
   k.backward.notes = {"aten::_flash_attention_backward on the forward's own out, logsumexp and rng state (the adapter "
                       "runs the forward op again on the device)",
-                      "known defect: a sequence without keys fails with 'invalid argument' in the varlen backward "
-                      "(fixtures/found/flash-varlen-backward-sequence-without-keys.json)"};
+                      kFlashBackwardNoKeysDefect};
   return k;
 }
 
@@ -148,6 +156,7 @@ class FlashForward : public DeviceKernel {
       return {false, kFlashWindowDefect, {}};
     const CaseGeometry g = geometry(c);
     if (g.total_q == 0) return {false, kFlashNoQueriesDefect, {}};
+    if (c.backward() && g.max_k == 0) return {false, kFlashBackwardNoKeysDefect, {}};
     // The decode fast path reshapes Q as (batch, kv_heads, groups, d): it takes the buffer's rows, slack included,
     // for one query per sequence.
     if (varlen_ && c.heads > c.kv_heads && g.q_rows != static_cast<std::int64_t>(c.seqs.size()) &&
@@ -248,7 +257,10 @@ Contract efficient_contract(bool varlen) {
   k.backward.deterministic = false;  // dQ (and dK/dV across key splits) accumulated with atomics
   k.backward.without = {"seqused_k"};  // the backward op takes no seqlen_k
   k.backward.notes = {"aten::_efficient_attention_backward on the forward's own out, logsumexp and philox state (the "
-                      "adapter runs the forward op again); GQA: the repeated heads' dK/dV summed over each group in fp32"};
+                      "adapter runs the forward op again); GQA: the repeated heads' dK/dV summed over each group in fp32",
+                      kEfficientBackwardWindowDefect};
+  k.backward.coverage_exempt = {{"empty-rows", "a row without keys needs a window with q_len != k_len (a known defect of "
+                                               "the backward) or bottom-right q_len > k_len (one of the forward)"}};
   return k;
 }
 
@@ -277,7 +289,8 @@ class EfficientForward : public DeviceKernel {
     if (c.causal && c.alignment == Alignment::kBottomRight && some_sequence_has_more_queries_than_keys(c))
       return {false, kEfficientBottomRightDefect, {}};
     if (efficient_window_block_without_keys(c)) return {false, kEfficientWindowBlockDefect, {}};
-    if (c.backward() && c.causal && m.left == 0) return {false, kEfficientBackwardOneKeyWindowDefect, {}};
+    if (c.backward() && c.causal && m.left >= 0 && some_sequence_has_unequal_lengths(c))
+      return {false, kEfficientBackwardWindowDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
