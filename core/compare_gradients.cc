@@ -64,6 +64,7 @@ Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, con
   const double extra = tolerance::grad_extra_floor(softcap);
   double worst = -1, err_sum = 0, base_sum = 0, mean_floor_sum = 0, spacing_sum = 0, floor_max = 0;
   std::int64_t sampled = 0;
+  const double unit_roundoff = std::ldexp(1.0, -(detail::format_of(dt).mantissa_bits + 1));
   for_each_defined(t, [&](std::size_t at, ElementLoc loc) {
     const double o = got[at], r = truth[at], p = base[at];
     loc.out = o;
@@ -87,7 +88,8 @@ Comparison compare_gradient(DType dt, bool softcap, const GradientTensor& t, con
     cmp.base_max = std::max(cmp.base_max, be);
     if (has_content(truth, terms, at)) {
       ++sampled;
-      mean_floor_sum += tolerance::grad_mean_floor(sp, nz);
+      const double term = terms.empty() ? 0.0 : terms[at];
+      mean_floor_sum += tolerance::grad_mean_floor(rounding_floor(dt, r), unit_roundoff, term, std::fabs(r), nz);
       spacing_sum += sp;
       err_sum += std::isfinite(e) ? e : 0.0;
       base_sum += be;

@@ -155,6 +155,23 @@ TEST(CompareGradients, DkMeanSettlesNoFasterThanOverTheQueryCells) {
   EXPECT_NE(failure_reason(judge(64)).find("dk: mean error"), std::string::npos);  // 64: an eighth of one
 }
 
+// Where the terms cancel, a flash backward errs by about u * terms; the mean check allows it there and only there.
+TEST(CompareGradients, CancellingTermsWidenTheMeanFloorOnlyWhereTheyCancel) {
+  KernelCase c = grad_case();
+  c.dtype = DType::kF16;
+  c.slack = {};
+  c.seqs = {{.q_len = 256, .k_len = 64}};  // enough rows that the small-sample floor stays below the error
+  const double u = 0x1.0p-11;
+  const auto judge = [&](double terms) {
+    GradientResult t = filled(c, 0.5), base = t, got = t;
+    t.dq_terms.assign(t.dq.size(), terms);
+    for (double& x : got.dq) x += 0.9 * u;  // 0.9 spacings at 0.5 on every element: within the max bound
+    return compare_gradients(c, got, t, base, true);
+  };
+  EXPECT_EQ(failure_reason(judge(4.0)), "");  // terms of 4 cancelling to 0.5: u * 3.5 per element
+  EXPECT_NE(failure_reason(judge(0.5)).find("dq: mean error"), std::string::npos);  // no cancellation: a bias
+}
+
 TEST(CompareGradients, PairsUseTheGivenBoundsAndFailOnNaN) {
   const KernelCase c = grad_case();
   const GradientResult a = filled(c, 0.5);

@@ -120,9 +120,15 @@ FC_HD T mean_floor(T spacing, T noise) {
 // fully correlated tensor still passes with probability 1 - 6e-5. The calibration run that set it (fp32 dV of a
 // head-dim-1 MQA case, every element 2 sigma off together) is in docs/TOLERANCE.md.
 inline constexpr double kNoiseLambdaGradMean = 4.0;
+// One element's share of a gradient's mean floor: the fraction of a spacing at |truth| (as for the forward), the
+// noise term, and, where the element's terms cancel (terms above |truth|), one unit roundoff of the dtype per unit of
+// the excess: a flash backward rounds every term (dS to the dtype, D from the rounded output), so its expected error
+// there is about u * terms, which the baseline's D from unrounded P * dP need not share. The calibration's softcap-50
+// dQ of head dim 1 (terms 30 times |dQ|) is in docs/TOLERANCE.md.
 template <class T>
-FC_HD T grad_mean_floor(T spacing, T noise) {
-  return math::max(static_cast<T>(kMeanFloorFraction) * spacing,
+FC_HD T grad_mean_floor(T spacing_at_truth, T unit_roundoff, T terms, T abs_truth, T noise) {
+  const T excess = terms > abs_truth ? terms - abs_truth : static_cast<T>(0);
+  return math::max(math::max(static_cast<T>(kMeanFloorFraction) * spacing_at_truth, unit_roundoff * excess),
                    static_cast<T>(kNoiseLambdaGradMean) * static_cast<T>(kUnitRoundoff32) * noise);
 }
 
@@ -209,13 +215,15 @@ FC_HD T weight_sensitivity(T logit_sens, T p) {
 
 // ---- The finite-difference check of a backward (the grad-fd property) ------------------------------------
 // Central differences of an fp32 forward along a random direction, with steps of kFdFirstStep times each input
-// tensor's largest magnitude, halved while the fp64 forward's Richardson estimate puts the truncation above
-// kFdTruncationShare of the difference; the bound is kFdSafety times the sum of the forward's rounding (every
-// output element's noise floor), the gradients' rounding along the step and the truncation.
+// tensor's largest magnitude, halved (at most kFdMaxHalvings times) until the fp64 forward's Richardson estimate puts
+// the truncation within kFdTruncationShare of the difference at two steps running; the bound is kFdSafety times the
+// sum of the forward's rounding (every output element's noise floor), the gradients' rounding along the step and the
+// truncation.
 inline constexpr double kFdFirstStep = 0x1.0p-7;
 inline constexpr double kFdTruncationShare = 0.01;
 inline constexpr double kFdSafety = 2.0;
 inline constexpr int kFdMaxHalvings = 8;
+inline constexpr double kUnitRoundoff64Over32 = 0x1.0p-29;  // fp64's unit roundoff over fp32's
 
 // sigma_j of one dS_j (softcap: c = 1 - t^2, else c = 1, t = 0).
 template <class T>
