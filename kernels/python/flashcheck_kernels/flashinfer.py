@@ -36,7 +36,9 @@ CONTRACT = {
               "masked and unmasked batches are planned on separate wrappers: FlashInfer 0.7.4's ragged wrapper keeps "
               "an earlier plan's custom mask (attention_one_wrapper shows it)",
               "known defect: FA3 (sm90) writes LSE -inf over the 128 rows after a query tile without keys when that "
-              "tile runs last (fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json)"],
+              "tile runs last (fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json)",
+              "no backward: FlashInfer's prefill and decode kernels are inference-only (the gradient properties are "
+              "not applicable)"],
 }
 
 _WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace
