@@ -35,9 +35,9 @@ FC_HD constexpr double k_max(bool softcap) { return softcap ? kMaxSoftcap : kMax
 // low-precision baseline (flash-attention's hopper/test_flash_attn.py: dq_pt from autograd through
 // attention_ref(upcast=False, reorder_ops=True); `rtol = 2 if softcap == 0.0 else 3`;
 // `dq_atol = 2 * (dq_ref + 0.3 - 0.3 - dq_ref).abs().max().item() + (0 if softcap == 0 else 3e-4)`): the same
-// multipliers (k_max, kMean), the same dtype floor, the fp32 noise floor from the gradients' own sensitivities
-// (below), and with softcap flash-attention's absolute 3e-4 on top (the tanh derivative 1 - t^2 loses digits the
-// baseline does not lose in the same place).
+// multiplier (k_max; the mean check with kMean is ours, below), the same dtype floor, the fp32 noise floor from the
+// gradients' own sensitivities (below), and with softcap flash-attention's absolute 3e-4 on top (the tanh
+// derivative 1 - t^2 loses digits the baseline does not lose in the same place).
 inline constexpr double kGradSoftcapAtol = 3e-4;
 FC_HD constexpr double grad_extra_floor(bool softcap) { return softcap ? kGradSoftcapAtol : 0.0; }
 
