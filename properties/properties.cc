@@ -435,6 +435,7 @@ Verdict Property::check(Kernel& k, const KernelCase&) const {
   return v;
 }
 
+const Property& lse_merge_property();  // properties/lse_merge.cc
 #if defined(FLASHCHECK_HAVE_CUDA)
 const Property& device_reference_property();  // properties/device_reference_property.cc
 #endif
@@ -450,7 +451,8 @@ const std::vector<const Property*>& all_properties() {
   static const ChunkedPrefill chunked;
   static const Robustness robustness;
   static const std::vector<const Property*> all = [&] {
-    std::vector<const Property*> v{&conformance, &determinism, &gqa, &varlen, &paged, &permutation, &padding, &chunked, &robustness};
+    std::vector<const Property*> v{&conformance, &determinism, &gqa, &varlen, &paged, &permutation, &padding, &chunked, &robustness,
+                                 &lse_merge_property()};
 #if defined(FLASHCHECK_HAVE_CUDA)
     v.push_back(&device_reference_property());
 #endif

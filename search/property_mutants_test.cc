@@ -85,6 +85,12 @@ TEST(PropertyKillsMutant, GradFiniteDifferenceWindowOffByOne) {
 }
 TEST(PropertyKillsMutant, GradRobustnessDvTail) { expect_killed_small({"grad-robustness", "mutant-bw-dv-tail", 1, 1, 2}); }
 
+// The LSE defects leave the output alone: a merge of chunks by their LSEs sees them.
+TEST(PropertyKillsMutant, LseMergeBase2) { expect_killed_small({"lse-merge", "mutant-lse-base2", 1, 1, 2}); }
+TEST(PropertyKillsMutant, LseMergeShift) { expect_killed_small({"lse-merge", "mutant-lse-shift", 1, 1, 2}); }
+TEST(PropertyKillsMutant, LseMergeNextRow) { expect_killed_small({"lse-merge", "mutant-lse-next-row", 1, 1, 3}); }
+TEST(PropertyKillsMutant, LseMergePaddedOrder) { expect_killed_small({"lse-merge", "mutant-lse-padded-order", 2, 1, 3}); }
+
 // And the correct kernel these mutants come from passes the same runs.
 TEST(PropertyKillsMutant, TheUnbrokenKernelPassesEveryProperty) {
   for (const Property* p : all_properties()) {

@@ -67,6 +67,18 @@ const std::vector<MutantSpec>& specs() {
       {{"mutant-segfault-tile-overrun", "the process dies (SIGSEGV) when a key length is one past a whole 32-key tile",
         ""},
        [](F& f) { f.segfault_tile_overrun = true; }},
+      // LSE defects: the output is correct, only a consumer of the LSE (a split-KV merge) sees them.
+      {{"mutant-lse-shift", "the returned LSE 1e-3 too large (the output is correct)", ""},
+       [](F& f) { f.lse_shift = true; }},
+      {{"mutant-lse-base2", "the returned LSE in base 2, the kernel's internal exp2 domain (the output is correct)",
+        "flash-attention keeps the softmax in base 2 (softmax_scale_log2) and converts the LSE on the way out"},
+       [](F& f) { f.lse_base2 = true; }},
+      {{"mutant-lse-next-row", "row i of a query tile returns the LSE of row i + 1 (the output is correct)", ""},
+       [](F& f) { f.lse_next_row = true; }},
+      {{"mutant-lse-padded-order",
+        "LSEs laid out (batch, max_seqlen_q) and returned as packed rows: later sequences get other rows' or padding's LSE",
+        "flash-attn's varlen softmax_lse: (batch, heads, max_seqlen_q) before the packed (heads, total_q) layout (flash-attention#725, #876); ring-flash-attention#47 followed the change"},
+       [](F& f) { f.lse_padded_order = true; }},
       // Backward defects: the forward is correct, so only the gradient properties can see them.
       {{"mutant-bw-gqa-first-head", "backward: dK/dV of a KV head from the first query head of its group only",
         "GQA dK/dV not summed over the group (levanter#449, native-sparse-attention-triton#27)", true},

@@ -249,8 +249,13 @@ void TiledCpuKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffe
             } else val = 0.0f;
             dst[x] = round_float(dt, val);
           }
-          out.lse()[(q0 + i) * H + h] =
-              empty ? std::numeric_limits<float>::infinity() : row_max[static_cast<std::size_t>(r)] + std::log(l);
+          const std::int64_t src_r = f.lse_next_row && r + 1 < rows ? r + 1 : r;
+          const float src_l = row_sum[static_cast<std::size_t>(src_r)];
+          float lse = src_l == 0.0f ? std::numeric_limits<float>::infinity()
+                                    : row_max[static_cast<std::size_t>(src_r)] + std::log(src_l);
+          if (f.lse_shift) lse += 1e-3f;
+          if (f.lse_base2) lse *= 1.4426950408889634f;
+          out.lse()[(q0 + i) * H + h] = lse;
         }
       }
     }
@@ -258,6 +263,19 @@ void TiledCpuKernel::run(const KernelCase& c, const CaseTensors& in, OutputBuffe
   if (f.write_past_end) {
     const std::int64_t total = a.cu_seqlens_q.back();
     for (std::int64_t x = 0; x < H * dv; ++x) out.out()[total * H * dv + x] = 0.0f;
+  }
+  if (f.lse_padded_order) {
+    // Row i of sequence b was computed into padded slot b * max_q + i; the packed LSE reads slot q0 + i.
+    const std::int64_t total = a.cu_seqlens_q.back();
+    std::int64_t max_q = 0;
+    for (std::int32_t b = 0; b < a.batch; ++b) max_q = std::max<std::int64_t>(max_q, a.cu_seqlens_q[b + 1] - a.cu_seqlens_q[b]);
+    std::vector<float> padded(static_cast<std::size_t>(a.batch * max_q * H), std::numeric_limits<float>::infinity());
+    for (std::int32_t b = 0; b < a.batch; ++b)
+      for (std::int64_t i = 0; i < a.cu_seqlens_q[b + 1] - a.cu_seqlens_q[b]; ++i)
+        for (std::int64_t h = 0; h < H; ++h)
+          padded[static_cast<std::size_t>((b * max_q + i) * H + h)] = out.lse()[(a.cu_seqlens_q[b] + i) * H + h];
+    for (std::int64_t row = 0; row < total; ++row)
+      for (std::int64_t h = 0; h < H; ++h) out.lse()[row * H + h] = padded[static_cast<std::size_t>(row * H + h)];
   }
   out.lse_written = true;
 }

@@ -41,6 +41,11 @@ struct TiledFaults {
   bool nondeterministic_order = false;  // key tiles visited in an order that changes between runs
   bool segfault_tile_overrun = false;   // dies with SIGSEGV when a key length is one past a whole 32-key tile
   bool read_past_end = false;           // the last sequence's keys run to the end of the K buffer
+  // LSE defects (the output stays correct): what a consumer that merges partial results by their LSE trips over.
+  bool lse_shift = false;               // every LSE 1e-3 too large
+  bool lse_base2 = false;               // the LSE in base 2 (the kernel's internal log2 domain leaks out)
+  bool lse_next_row = false;            // row i of a tile reports the LSE of row i + 1
+  bool lse_padded_order = false;        // LSEs laid out (batch, max_seqlen_q) but returned as packed rows
   // Backward defects (run_backward only; the forward stays correct).
   bool bw_gqa_first_head_only = false;   // dK/dV of a KV head from the first query head of its group only
   bool bw_dpsum_wrong_row = false;       // dpsum (rowsum(dO * O)) of row i taken from row i + 1 of its tile
