@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -34,12 +36,13 @@ std::string python_bridge_path() {
 // A kernel named on demand: the plugin resolves the name in a worker process (resolving may start an
 // interpreter or a CUDA context, which the harness's parent process must not), and sends the contract
 // back; the worker that later runs the kernel resolves it again for itself.
-Registry::Resolver on_demand(const std::string& source, const FlashcheckPlugin& plugin) {
-  return [source, &plugin](std::string_view name_view) -> std::unique_ptr<Kernel> {
+Registry::Resolver on_demand(const std::string& source, const std::string& path) {
+  return [source, path](std::string_view name_view) -> std::unique_ptr<Kernel> {
     const std::string name(name_view);
     std::string contract, error;
     bool has_backward = false;
     const WorkerBody body = [&](WorkerChannel& ch) {
+      const FlashcheckPlugin& plugin = open_plugin(path);  // in the worker: the parent never runs plugin code
       char why[2048] = {0};
       const FlashcheckKernel* k = current_layout(plugin, plugin.resolve(name.c_str(), why, sizeof why));
       why[sizeof why - 1] = '\0';
@@ -62,7 +65,8 @@ Registry::Resolver on_demand(const std::string& source, const FlashcheckPlugin& 
       throw InputError(source, name, error);
     }
     PluginKernelSpec spec = plugin_kernel_spec(source, name, contract.c_str(), has_backward);
-    spec.entry = [source, name, &plugin]() {
+    spec.entry = [source, name, path]() {
+      const FlashcheckPlugin& plugin = open_plugin(path);
       char why[2048] = {0};
       const FlashcheckKernel* k = current_layout(plugin, plugin.resolve(name.c_str(), why, sizeof why));
       why[sizeof why - 1] = '\0';
@@ -71,6 +75,80 @@ Registry::Resolver on_demand(const std::string& source, const FlashcheckPlugin& 
     };
     return make_plugin_kernel(std::move(spec));
   };
+}
+
+// What a plugin declares, read by a worker: the parent process never loads a plugin, so a library that faults while it
+// is mapped (a truncated file: SIGBUS), crashes in a constructor or its entry point, ends the process or hangs costs
+// that worker and an error naming the plugin, never the harness or its exit status.
+struct ProbedKernel {
+  std::string name, contract;
+  bool backward = false;
+};
+struct ProbedPlugin {
+  std::string label, resolve_prefix;
+  std::vector<ProbedKernel> kernels;
+};
+
+constexpr double kPluginLoadSeconds = 120;
+
+ProbedPlugin probe_plugin(const std::string& path) {
+  using nlohmann::json;
+  const auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  ProbedPlugin out;
+  bool complete = false;
+  std::optional<InputError> refused;
+  const WorkerBody body = [&](WorkerChannel& ch) {
+    ch.begin(path);
+    try {
+      // The child's registry is the parent's copy: load_plugin checks the table and the names against it.
+      load_plugin(path, builtin_registry());
+      const FlashcheckPlugin& p = open_plugin(path);
+      ch.send('P', dump({{"label", p.name && *p.name ? fmt::format("{} (plugin {})", path, p.name) : path},
+                         {"prefix", p.resolve ? p.resolve_prefix : ""}}));
+      for (std::uint32_t i = 0; i < p.num_kernels; ++i) {
+        const FlashcheckKernel& k = *kernel_entry(p, i);
+        ch.send('K', dump({{"name", k.name}, {"contract", k.contract_json}, {"backward", k.backward != nullptr}}));
+      }
+      ch.send('D', "");
+    } catch (const InputError& e) {
+      ch.send('R', dump({{"source", e.source()}, {"field", e.field()}, {"reason", e.reason()}}));
+    }
+    ch.end();
+  };
+  const WorkerExit x = run_worker(
+      body,
+      [&](char tag, const std::string& payload) {
+        const json j = json::parse(payload, nullptr, false);
+        if (tag == 'P') {
+          out.label = j.value("label", path);
+          out.resolve_prefix = j.value("prefix", "");
+        } else if (tag == 'K') {
+          out.kernels.push_back({j.value("name", ""), j.value("contract", ""), j.value("backward", false)});
+        } else if (tag == 'R') {
+          refused.emplace(j.value("source", path), j.value("field", ""), j.value("reason", ""));
+        } else if (tag == 'D') {
+          complete = true;
+        }
+      },
+      {true, kPluginLoadSeconds});
+  if (refused) throw *refused;
+  if (complete) return out;
+  if (x.timed_out)
+    throw InputError(path, "", fmt::format("loading the plugin did not finish within {:.0f} s", kPluginLoadSeconds));
+  if (!x.error.empty()) throw InputError(path, "", fmt::format("loading the plugin failed: {}", x.error));
+  // Killed by a signal, or exit() called by a constructor or the entry point: no table came back either way.
+  throw InputError(path, "", fmt::format("loading the plugin ended the process that loaded it ({}): refused", x.reason));
+}
+
+// Registers a probed plugin's kernels; each kernel's entry opens the plugin in the process that runs it (a worker).
+void register_probed(const std::string& path, const ProbedPlugin& p, Registry& r) {
+  for (std::uint32_t i = 0; i < p.kernels.size(); ++i) {
+    const ProbedKernel& k = p.kernels[i];
+    PluginKernelSpec s = plugin_kernel_spec(p.label, k.name, k.contract.c_str(), k.backward);
+    s.entry = [path, i] { return kernel_entry(open_plugin(path), i); };
+    r.add(make_plugin_kernel(std::move(s)));
+  }
+  if (!p.resolve_prefix.empty()) r.add_resolver(p.resolve_prefix, on_demand(path, path));
 }
 
 // Where the project's own Python kernels (flashcheck_kernels) are: installed next to the executable
@@ -96,18 +174,10 @@ bool load_plugins(const std::vector<std::string>& paths) {
   std::vector<std::string> all = paths;
   for (const std::string& p : plugin_paths_from_environment()) all.push_back(p);
   try {
-    for (const std::string& path : all) {
-      load_plugin(path, r);
-      const FlashcheckPlugin& p = open_plugin(path);  // already open: the same table
-      if (p.resolve) r.add_resolver(p.resolve_prefix, on_demand(path, p));
-    }
-    // py:package.module:function through the Python bridge, when this build has it. Loaded lazily: a run
-    // that names no Python kernel never opens it.
-    if (const std::string bridge = python_bridge_path(); !bridge.empty())
-      r.add_resolver("py:", [bridge](std::string_view name) {
-        const FlashcheckPlugin& p = open_plugin(bridge);
-        return on_demand(bridge, p)(name);
-      });
+    for (const std::string& path : all) register_probed(path, probe_plugin(path), r);
+    // py:package.module:function through the Python bridge, when this build has it. Opened only by the workers
+    // that resolve and run a Python kernel.
+    if (const std::string bridge = python_bridge_path(); !bridge.empty()) r.add_resolver("py:", on_demand(bridge, bridge));
   } catch (const InputError& e) {
     fmt::print(stderr, "flashcheck: {}\n", e.what());
     return false;

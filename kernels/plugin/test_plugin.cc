@@ -1,9 +1,11 @@
 // Plugins that are wrong on purpose, for the loader's and the workers' tests (cli/CMakeLists.txt): built
 // once per defect. Each must be refused with a message naming it, or, for the crash, become a `crash`
-// verdict while the harness carries on. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
+// verdict while the harness carries on; CTOR_EXIT, CTOR_CRASH and ENTRY_CRASH (and a truncated copy of a plugin, made
+// by cli/CMakeLists.txt) must be refused while loading, without harm to the harness. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
 // of the ABI (no backward entry in its kernel table), which must still load, forward-only.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "flashcheck/plugin.h"
 
@@ -39,6 +41,19 @@ constexpr unsigned kAbi = FLASHCHECK_PLUGIN_ABI_VERSION;
 const FlashcheckPlugin kPlugin = {kAbi, "test-plugin", 1, kKernels, nullptr, nullptr};
 #endif
 
+// Hostile libraries: each does its damage while it is being loaded, which the harness does in a worker.
+#if defined(TEST_PLUGIN_CTOR_EXIT)
+__attribute__((constructor)) void end_the_process() { std::exit(0); }
+#endif
+#if defined(TEST_PLUGIN_CTOR_CRASH)
+__attribute__((constructor)) void fault_in_constructor() { std::raise(SIGSEGV); }
+#endif
+
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const FlashcheckPlugin* flashcheck_plugin(void) { return &kPlugin; }
+extern "C" __attribute__((visibility("default"))) const FlashcheckPlugin* flashcheck_plugin(void) {
+#if defined(TEST_PLUGIN_ENTRY_CRASH)
+  std::raise(SIGSEGV);
+#endif
+  return &kPlugin;
+}
