@@ -36,12 +36,15 @@ std::string python_bridge_path() {
 // A kernel named on demand: the plugin resolves the name in a worker process (resolving may start an
 // interpreter or a CUDA context, which the harness's parent process must not), and sends the contract
 // back; the worker that later runs the kernel resolves it again for itself.
+constexpr double kResolveSeconds = 600;  // an interpreter's start and a package's import (torch, flashinfer) included
+
 Registry::Resolver on_demand(const std::string& source, const std::string& path) {
   return [source, path](std::string_view name_view) -> std::unique_ptr<Kernel> {
     const std::string name(name_view);
     std::string contract, error;
     bool has_backward = false;
     const WorkerBody body = [&](WorkerChannel& ch) {
+      ch.begin(name);  // so that the limit holds: a module that blocks at import is killed, not waited for
       const FlashcheckPlugin& plugin = open_plugin(path);  // in the worker: the parent never runs plugin code
       char why[2048] = {0};
       const FlashcheckKernel* k = current_layout(plugin, plugin.resolve(name.c_str(), why, sizeof why));
@@ -52,6 +55,7 @@ Registry::Resolver on_demand(const std::string& source, const std::string& path)
       } else {
         ch.send('F', why[0] ? why : "the plugin could not resolve the name");
       }
+      ch.end();
     };
     const WorkerExit x = run_worker(
         body,
@@ -59,7 +63,7 @@ Registry::Resolver on_demand(const std::string& source, const std::string& path)
           if (tag == 'W') has_backward = payload == "1";
           else (tag == 'C' ? contract : error) = payload;
         },
-        {true, 600});
+        {true, kResolveSeconds});
     if (contract.empty()) {
       if (error.empty()) error = !x.error.empty() ? x.error : "the worker resolving it died: " + x.reason;
       throw InputError(source, name, error);
@@ -93,6 +97,10 @@ constexpr double kPluginLoadSeconds = 120;
 
 ProbedPlugin probe_plugin(const std::string& path) {
   using nlohmann::json;
+  // dlopen of a FIFO or a device would wait on it: refused before any process opens it.
+  std::error_code ec;
+  if (const fs::file_status st = fs::status(path, ec); !ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw InputError(path, "", "not a regular file (a folder, a FIFO or a device): a plugin is a shared library file");
   const auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
   ProbedPlugin out;
   bool complete = false;

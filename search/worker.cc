@@ -5,14 +5,17 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <poll.h>
 #include <set>
 #include <sys/prctl.h>
 #include <stdexcept>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,15 +116,24 @@ WorkerProcess::WorkerProcess(const WorkerBody& body, const WorkerOptions& o) : i
   int up[2], down[2];
   if (::pipe(up) != 0 || ::pipe(down) != 0) throw std::runtime_error(fmt::format("pipe failed: {}", std::strerror(errno)));
   const pid_t parent = ::getpid();
+  std::fflush(stdout);  // what the parent printed so far must not be printed again by the child
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(3);  // the parent died before prctl took effect
+    // Its own process group: whatever a kernel leaves running (a forked child, a subprocess) dies with the worker
+    // (finish(), kill_hung()) instead of holding the pipe or the terminal open after it.
+    ::setpgid(0, 0);
     std::signal(SIGPIPE, SIG_DFL);
     for (const int fd : parent_fds()) ::close(fd);
     ::close(up[0]);
     ::close(down[1]);
+    // A program a kernel starts does not inherit the protocol's pipes; what a kernel prints goes to stderr, so that
+    // the harness's stdout (a --json report) stays the harness's.
+    ::fcntl(up[1], F_SETFD, FD_CLOEXEC);
+    ::fcntl(down[0], F_SETFD, FD_CLOEXEC);
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
     for (const auto& [name, value] : o.env) ::setenv(name.c_str(), value.c_str(), 1);
     set_device_error_note(note_);
     PipeChannel channel(up[1], down[0]);
@@ -134,6 +146,7 @@ WorkerProcess::WorkerProcess(const WorkerBody& body, const WorkerOptions& o) : i
     }
     ::_exit(0);
   }
+  ::setpgid(pid_, pid_);  // also here: no race with the child's own call
   ::close(up[1]);
   ::close(down[0]);
   from_child_ = up[0];
@@ -144,6 +157,7 @@ WorkerProcess::WorkerProcess(const WorkerBody& body, const WorkerOptions& o) : i
 
 WorkerProcess::~WorkerProcess() {
   if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     finish();
   }
@@ -186,6 +200,7 @@ std::optional<double> WorkerProcess::item_time_left() const {
 }
 
 void WorkerProcess::kill_hung() {
+  ::kill(-pid_, SIGKILL);  // the worker's group: what its kernel started too
   ::kill(pid_, SIGKILL);
   timed_out_ = true;
 }
@@ -211,6 +226,7 @@ WorkerExit WorkerProcess::finish() {
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+  ::kill(-pid_, SIGKILL);  // anything the worker's kernels left running
   pid_ = -1;
   const std::string reason = timed_out_ ? fmt::format("no result within {} s; process killed", item_timeout_)
                                         : exit_reason(status, note_);
@@ -240,17 +256,26 @@ WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, c
     return x;
   }
   WorkerProcess w(body, o);
+  // The worker's exit, seen directly (Linux pidfd): a process its kernel forked may hold the pipe open after it, and
+  // the pipe's end would then wait for that process. Without pidfd (old kernels) only the pipe's end is seen.
+  const int exited = static_cast<int>(::syscall(SYS_pidfd_open, w.pid(), 0));
+  pollfd pf[2] = {{w.fd(), POLLIN, 0}, {exited, POLLIN, 0}};
   for (;;) {
     const std::optional<double> left = w.item_time_left();
-    pollfd pf{w.fd(), POLLIN, 0};
-    const int ready = ::poll(&pf, 1, left ? static_cast<int>(*left * 1000) + 1 : -1);
+    const int ready = ::poll(pf, 2, left ? static_cast<int>(*left * 1000) + 1 : -1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {  // the item in flight ran past its limit
       w.kill_hung();
       continue;
     }
-    if (!w.pump(on_message)) break;
+    if (pf[1].fd >= 0 && pf[1].revents != 0) {
+      ::kill(-w.pid(), SIGKILL);  // the worker is gone: what it left running goes too, and the pipe ends
+      pf[1].fd = -1;
+      continue;
+    }
+    if (pf[0].revents != 0 && !w.pump(on_message)) break;
   }
+  if (exited >= 0) ::close(exited);
   return w.finish();
 }
 

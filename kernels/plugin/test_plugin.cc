@@ -1,11 +1,13 @@
 // Plugins that are wrong on purpose, for the loader's and the workers' tests (cli/CMakeLists.txt): built
 // once per defect. Each must be refused with a message naming it, or, for the crash, become a `crash`
 // verdict while the harness carries on; CTOR_EXIT, CTOR_CRASH and ENTRY_CRASH (and a truncated copy of a plugin, made
-// by cli/CMakeLists.txt) must be refused while loading, without harm to the harness. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
+// by cli/CMakeLists.txt) must be refused while loading, without harm to the harness; FORK_AND_PRINT's stdout and the
+// process it leaves must not reach the harness's stdout or outlive its worker. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
 // of the ABI (no backward entry in its kernel table), which must still load, forward-only.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 #include "flashcheck/plugin.h"
 
@@ -18,6 +20,15 @@ const char* kContract = R"({"dtypes": ["fp32"], "features": {"varlen": "native"}
 #endif
 
 int run(const FlashcheckKernel*, const FlashcheckRunArgs* a, char* error, size_t error_size) {
+#if defined(TEST_PLUGIN_FORK_AND_PRINT)
+  // A kernel that talks on stdout and leaves a process behind (a helper it forked and forgot).
+  std::printf("printed by the kernel\n");
+  std::fflush(stdout);
+  if (::fork() == 0) {
+    ::sleep(120);
+    ::_exit(0);
+  }
+#endif
 #if defined(TEST_PLUGIN_CRASH)
   if (a->max_seqlen_k > 7) std::raise(SIGSEGV);  // an out-of-bounds read on longer sequences
 #endif
