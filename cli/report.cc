@@ -158,6 +158,10 @@ void print_replay_line(const ReplayRecord& r) {
   if (r.has_expectation && !r.as_expected)
     fmt::print("              expected {}{}\n", to_string(r.expected.verdict),
                r.expected.reason_contains.empty() ? "" : fmt::format(" mentioning \"{}\"", r.expected.reason_contains));
+  // A recorded bug's replay says in words what its outcome means: "xfail ok" once read as "the bug is gone".
+  if (r.outcome == "xfail" && r.as_expected) fmt::print("              still fails as recorded (known bug)\n");
+  if (r.outcome == "xpass")
+    fmt::print("              NOW PASSES: the recorded bug is fixed (or no longer reached) -- update the fixture\n");
 }
 
 void print_replay_summary(const std::vector<ReplayRecord>& records) {
@@ -189,6 +193,13 @@ void print_replay_summary(const std::vector<ReplayRecord>& records) {
                row.unsupported, row.error, row.crash, row.worst_ratio, row.unexpected ? "UNEXPECTED" : "ok");
     unexpected += row.unexpected;
   }
+  int known = 0, fixed = 0;
+  for (const ReplayRecord& r : records) {
+    known += r.outcome == "xfail" && r.as_expected;
+    fixed += r.outcome == "xpass";
+  }
+  if (known > 0) fmt::print("{} still fail as recorded (known bugs)\n", known);
+  if (fixed > 0) fmt::print("{} NOW PASS where a failure was recorded: update those fixtures\n", fixed);
   fmt::print("{} case-kernel runs, {} unexpected\n", records.size(), unexpected);
 }
 
