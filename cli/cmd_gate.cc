@@ -25,6 +25,15 @@ int run_gate(const GateOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels(o.kernels, kernels)) return kExitUsage;
   if (!check_count("gate", "--cases", o.cases, 0, kMaxFuzzCases)) return kExitUsage;
+  // Below the default the gate's requirements (every feature a kernel supports reached, every mutant killed) are not
+  // met on correct code (issue 28 saw missing coverage and two surviving mutants at 30 cases): refused, not failed.
+  if (o.cases > 0 && o.cases < kDefaultGateCases) {
+    fmt::print(stderr,
+               "flashcheck gate: --cases {}: the gate needs at least {} cases per kernel and property (its coverage and "
+               "mutant-kill requirements hold from there); for a quicker smoke run use `fuzz --property all --cases N`\n",
+               o.cases, kDefaultGateCases);
+    return kExitUsage;
+  }
   std::vector<Fixture> fixtures;
   try {
     fixtures = load_fixtures({o.fixtures});
