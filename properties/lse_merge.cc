@@ -137,8 +137,14 @@ class LseMerge : public Property {
       v.reason = skip;
       return done();
     }
-    for (const Chunk& ch : chunks)
+    for (const Chunk& ch : chunks) {
+      if (const std::vector<FieldError> bad = validate(ch.c); !bad.empty()) {
+        v.kind = VerdictKind::kError;
+        v.reason = fmt::format("harness error: chunk case invalid: {}: {}", bad[0].field, bad[0].reason);
+        return done();
+      }
       if (!in_contract(k, ch.c, v, "chunk case")) return done();
+    }
 
     const CaseTensors t = materialize(c);
     const ValueSource src = logical_values(c, t);
