@@ -1,4 +1,5 @@
 #include "cli/gate_report.h"
+#include "cli/report.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -15,7 +16,7 @@ std::string run_problem(const FuzzReport& r) {
   std::string p;
   for (const Finding& f : r.findings)
     p += fmt::format("{}: {} -- {}\n", to_string(f.verdict.kind), f.model_case ? summary(*f.model_case) : summary(f.minimized), f.verdict.reason) +
-         (f.fixture.empty() ? "" : fmt::format("  replay: flashcheck replay {} --kernel {}\n", f.fixture, r.kernel));
+         (f.fixture.empty() ? "" : fmt::format("  replay: {} replay {} --kernel {}\n", command_name(), f.fixture, r.kernel));
   if (!r.coverage_missing.empty()) {
     p += "coverage missing:";
     for (const std::string& m : r.coverage_missing) p += " " + m;

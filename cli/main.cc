@@ -30,6 +30,7 @@ void add_case_size_options(CLI::App* cmd, flashcheck::cli::CaseSizeOptions& s) {
 
 int main(int argc, char** argv) {
   using namespace flashcheck::cli;
+  set_command_name(argc > 0 ? argv[0] : nullptr);
   CLI::App app{"flashcheck: differential testing and verification of flash-attention kernels"};
   app.require_subcommand(1);
   app.fallthrough();  // --plugin may follow the command

@@ -117,14 +117,16 @@ void print_fuzz_report(const FuzzReport& r) {
     // hf-live's "kernel" is a transformers release: its fixtures replay on the release's profile, every kernel.
     const bool live = r.property.rfind("hf-live/", 0) == 0;
     if (!f.fixture.empty())
-      fmt::print("    fixture: {}\n    replay:  flashcheck replay {}{}\n", f.fixture, f.fixture, live ? "" : " --kernel " + r.kernel);
+      fmt::print("    fixture: {}\n    replay:  {} replay {}{}\n", f.fixture, command_name(), f.fixture,
+                 live ? "" : " --kernel " + r.kernel);
     if (!f.reproduce.empty()) {
       // Model-level runs are labelled integration[-sdpa]/<profile>; the command takes them as two options.
       const auto slash = r.property.find('/');
       const std::string prop = f.model_case && slash != std::string::npos
                                    ? fmt::format("{} --profile {}", r.property.substr(0, slash), r.property.substr(slash + 1))
                                    : r.property;
-      fmt::print("    rapidcheck: flashcheck fuzz --kernel {} --property {} --reproduce '{}'\n", r.kernel, prop, f.reproduce);
+      fmt::print("    rapidcheck: {} fuzz --kernel {} --property {} --reproduce '{}'\n", command_name(), r.kernel, prop,
+                 f.reproduce);
     }
   }
   if (!r.known_divergences.empty()) {
@@ -148,6 +150,19 @@ void print_fuzz_report(const FuzzReport& r) {
     fmt::print("  COVERAGE MISSING (the kernel supports these, no case reached them):{}\n", m);
   }
 }
+
+namespace {
+std::string& command_name_storage() {
+  static std::string name = "flashcheck";
+  return name;
+}
+}  // namespace
+
+void set_command_name(const char* argv0) {
+  if (argv0 && std::string_view(argv0).find('/') != std::string_view::npos) command_name_storage() = argv0;
+}
+
+const std::string& command_name() { return command_name_storage(); }
 
 void print_replay_line(const ReplayRecord& r) {
   const std::string where = fmt::format("{}#{}{}", r.fixture, r.model_case ? "m" : "", r.case_index);

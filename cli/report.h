@@ -20,6 +20,9 @@ bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>
 bool resolve_properties(const std::vector<std::string>& names, std::vector<const Property*>& out);
 
 // The end-of-run report of `flashcheck fuzz`: counts, speed, findings, unsupported reasons, coverage.
+// How printed commands (replay, reproduce) invoke flashcheck (set_command_name: cli/commands.h).
+const std::string& command_name();
+
 void print_fuzz_report(const FuzzReport& r);
 
 void print_replay_line(const ReplayRecord& r);
