@@ -20,6 +20,8 @@ namespace flashcheck::cli {
 // Printed commands (replay, reproduce) invoke flashcheck as this run was invoked when that was a path (a build
 // tree's build/cpu/cli/flashcheck is not on PATH), else as "flashcheck" (cli/report.cc).
 void set_command_name(const char* argv0);
+// The kernel-level property names, comma-separated, for --help (cli/report.cc).
+std::string property_name_list();
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --plugin may follow the command
   app.set_help_all_flag("--help-all", "Help for every command");
+  app.set_version_flag("--version", "flashcheck " FLASHCHECK_VERSION);
   std::vector<std::string> plugins;
   app.add_option("--plugin", plugins,
                  "Shared library with kernels (include/flashcheck/plugin.h), repeatable; also FLASHCHECK_PLUGINS")
@@ -64,8 +65,9 @@ int main(int argc, char** argv) {
   auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
   cmd_fuzz->add_option("--kernel,-k", fuzz.kernel, "Kernel to fuzz")->required();
   cmd_fuzz->add_option("--property,-p", fuzz.properties,
-                       "Property (repeatable, or 'all'; default conformance); 'integration' (transformers' flash path) and "
-                       "'integration-sdpa' (its SDPA path) judge model-level cases")
+                       "Property (repeatable, or 'all'; default conformance): " + property_name_list() +
+                           "; 'integration' (transformers' flash path) and 'integration-sdpa' (its SDPA path) judge "
+                           "model-level cases")
       ->expected(1)
       ->take_all();
   cmd_fuzz->add_option("--profile", fuzz.profiles,
@@ -92,8 +94,9 @@ int main(int argc, char** argv) {
   cmd_campaign->add_option("--out,-o", campaign.out, "Campaign directory: its state; rerun the same command to resume")->required();
   cmd_campaign->add_option("--kernel,-k", campaign.kernels, "Kernel (repeatable)")->required()->expected(1)->take_all();
   cmd_campaign->add_option("--property,-p", campaign.properties,
-                           "Property (repeatable, or 'all'; default conformance); 'integration' (transformers' flash path) and "
-                       "'integration-sdpa' (its SDPA path) judge model-level cases")
+                           "Property (repeatable, or 'all'; default conformance): " + property_name_list() +
+                               "; 'integration' (transformers' flash path) and 'integration-sdpa' (its SDPA path) judge "
+                               "model-level cases")
       ->expected(1)
       ->take_all();
   cmd_campaign->add_option("--profile", campaign.profiles, "HF profile for --property integration / integration-sdpa (repeatable)")

@@ -164,6 +164,12 @@ void set_command_name(const char* argv0) {
 
 const std::string& command_name() { return command_name_storage(); }
 
+std::string property_name_list() {
+  std::string names;
+  for (const Property* p : all_properties()) names += (names.empty() ? "" : ", ") + std::string(p->name());
+  return names;
+}
+
 void print_replay_line(const ReplayRecord& r) {
   const std::string where = fmt::format("{}#{}{}", r.fixture, r.model_case ? "m" : "", r.case_index);
   std::string outcome = r.outcome;
