@@ -111,7 +111,7 @@ ProbedPlugin probe_plugin(const std::string& path) {
       // The child's registry is the parent's copy: load_plugin checks the table and the names against it.
       load_plugin(path, builtin_registry());
       const FlashcheckPlugin& p = open_plugin(path);
-      ch.send('P', dump({{"label", p.name && *p.name ? fmt::format("{} (plugin {})", path, p.name) : path},
+      ch.send('P', dump({{"label", plugin_label(p, path)},
                          {"prefix", p.resolve ? p.resolve_prefix : ""}}));
       for (std::uint32_t i = 0; i < p.num_kernels; ++i) {
         const FlashcheckKernel& k = *kernel_entry(p, i);

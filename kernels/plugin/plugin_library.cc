@@ -36,13 +36,9 @@ const FlashcheckPlugin& open_plugin(const std::string& path) {
   return *p;
 }
 
-namespace {
-
 std::string plugin_label(const FlashcheckPlugin& p, const std::string& path) {
   return p.name && *p.name ? fmt::format("{} (plugin {})", path, p.name) : path;
 }
-
-}  // namespace
 
 const FlashcheckKernel* current_layout(const FlashcheckPlugin& p, const FlashcheckKernel* k) {
   if (!k || p.abi_version != 1) return k;

@@ -16,6 +16,9 @@ namespace flashcheck {
 // Opens a plugin library and checks its table (no kernel runs). Throws InputError naming `path`.
 const FlashcheckPlugin& open_plugin(const std::string& path);
 
+// How messages name a plugin: its path, and its own name when it gives one.
+std::string plugin_label(const FlashcheckPlugin& p, const std::string& path);
+
 // Registers the plugin's kernel table. Throws InputError naming the plugin, the kernel and the field.
 // (An on-demand resolver, FlashcheckPlugin::resolve, is registered by the caller: resolving may start an
 // interpreter, which belongs in a worker process, cli/plugins.cc.)
