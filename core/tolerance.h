@@ -222,7 +222,12 @@ FC_HD T weight_sensitivity(T logit_sens, T p) {
 inline constexpr double kFdFirstStep = 0x1.0p-7;
 inline constexpr double kFdTruncationShare = 0.01;
 inline constexpr double kFdSafety = 2.0;
-inline constexpr int kFdMaxHalvings = 8;
+inline constexpr int kFdMaxHalvings = 12;
+// And until the step moves no score (scaled; with softcap, over min(1, cap)) by more than this: softmax and tanh are
+// smooth at that scale, so Richardson's estimate holds. Without it a step can carry a saturated row's winning key past
+// another (a score margin of 36 moved by more) at every step tried, and where the two keys' V agree along dO the
+// difference stays exactly linear and passes Richardson (fixtures/found/harness-grad-fd-saturated-flip.json).
+inline constexpr double kFdMaxScoreMove = 0x1.0p-3;
 inline constexpr double kUnitRoundoff64Over32 = 0x1.0p-29;  // fp64's unit roundoff over fp32's
 
 // sigma_j of one dS_j (softcap: c = 1 - t^2, else c = 1, t = 0).

@@ -481,25 +481,56 @@ class GradFiniteDifference : public GradientProperty {
     };
     // The step: from tolerance::kFdFirstStep of each tensor's largest magnitude down, halved until the fp64
     // forward's Richardson estimate puts the truncation within its share of the difference twice running, at (2h, h)
-    // and at (h, h/2). Saturated softcaps and sharp softmaxes need small steps; once, a step of 4 on 'large' inputs met
+    // and at (h, h/2), and no score moves by more than tolerance::kFdMaxScoreMove at h and h/2. Saturated softcaps and
+    // sharp softmaxes need small steps; once, a step of 4 on 'large' inputs met
     // the first test by coincidence while a score crossed tanh's active zone inside it
     // (fixtures/found/harness-grad-fd-unresolved-step.json).
     struct Level {
       Step st;
-      double fd = 0, rounding = 0;
+      double fd = 0, rounding = 0, score_move = 0;
+    };
+    // The largest change of a visible score between the two perturbed inputs, in units where softmax (and tanh under
+    // softcap) bend on a scale of 1.
+    const MaskRule mask = mask_rule(c);
+    const double score_unit = c.softcap > 0 ? std::min(1.0, c.softcap) : 1.0;
+    const auto score_move = [&](const CaseTensors& a, const CaseTensors& b) {
+      double most = 0;
+      const std::int64_t d = c.head_dim, group = c.group();
+      for (const SeqGeometry& sg : g.seqs)
+        for (std::int64_t i = 0; i < sg.lq; ++i) {
+          const KeyRange kr = visible_keys(i, sg.lk, diagonal_offset(c.alignment, sg.lq, sg.lk), mask);
+          for (std::int64_t hd = 0; hd < c.heads; ++hd) {
+            const auto qa = a.q.data.begin() + ((sg.q_start + i) * c.heads + hd) * d;
+            const auto qb = b.q.data.begin() + ((sg.q_start + i) * c.heads + hd) * d;
+            for (std::int64_t j = kr.lo; j < kr.hi; ++j) {
+              const std::int64_t krow = sg.k_start + sg.p0 + j;
+              const auto ka = a.k.data.begin() + (krow * c.kv_heads + hd / group) * d;
+              const auto kb = b.k.data.begin() + (krow * c.kv_heads + hd / group) * d;
+              double sa = 0, sb = 0;
+              for (std::int64_t x = 0; x < d; ++x) {
+                sa += static_cast<double>(qa[x]) * ka[x];
+                sb += static_cast<double>(qb[x]) * kb[x];
+              }
+              most = std::max(most, std::fabs(sa - sb) * c.softmax_scale() / score_unit);
+            }
+          }
+        }
+      return most;
     };
     const auto level = [&](double h) {
       Level l{make_step(h)};
       const AttentionResult p = reference::host_attention(c, l.st.plus), m = reference::host_attention(c, l.st.minus);
       l.fd = contract_rows(p.out, m.out, &p.noise, &m.noise, &l.rounding);
+      l.score_move = score_move(l.st.plus, l.st.minus);
       return l;
     };
     // Within its share of the difference, or at the fp64 forward's own rounding (the fp32 rounding scaled to fp64's
     // unit roundoff: a derivative near 0). The fp32 rounding itself would be too loose: on 'large' inputs it is the
     // size of the differences a step across tanh's active zone makes.
     const auto resolved = [](const Level& wide, const Level& narrow) {
-      return std::fabs(wide.fd / 2 - narrow.fd) <=
-             tolerance::kFdTruncationShare * std::fabs(narrow.fd) + narrow.rounding * tolerance::kUnitRoundoff64Over32;
+      return narrow.score_move <= tolerance::kFdMaxScoreMove &&
+             std::fabs(wide.fd / 2 - narrow.fd) <=
+                 tolerance::kFdTruncationShare * std::fabs(narrow.fd) + narrow.rounding * tolerance::kUnitRoundoff64Over32;
     };
     double step = tolerance::kFdFirstStep;
     Level wide = level(2 * step), narrow = level(step), half = level(step / 2);
@@ -508,9 +539,10 @@ class GradFiniteDifference : public GradientProperty {
         // The forward is not smooth at any step tried: no finite difference measures the derivative here.
         v.kind = VerdictKind::kUnsupported;
         // One reason for all such cases, so that reports count them together.
-        v.reason = fmt::format("the forward is not smooth at the smallest step tried ({:g} of each input's largest "
-                               "magnitude): a finite difference cannot measure the derivative here",
-                               tolerance::kFdFirstStep / 2 / (1 << tolerance::kFdMaxHalvings));
+        v.reason = fmt::format("no step down to {:g} of each input's largest magnitude keeps every score's move within "
+                               "{:g} and the forward smooth (Richardson): a finite difference cannot measure the "
+                               "derivative here",
+                               tolerance::kFdFirstStep / 2 / (1 << tolerance::kFdMaxHalvings), tolerance::kFdMaxScoreMove);
         return;
       }
       step /= 2;
