@@ -481,8 +481,8 @@ class GradFiniteDifference : public GradientProperty {
     };
     // The step: from tolerance::kFdFirstStep of each tensor's largest magnitude down, halved until the fp64
     // forward's Richardson estimate puts the truncation within its share of the difference twice running, at (2h, h)
-    // and at (h, h/2), and no score moves by more than tolerance::kFdMaxScoreMove at h and h/2. Saturated softcaps and
-    // sharp softmaxes need small steps; once, a step of 4 on 'large' inputs met
+    // and at (h, h/2), and no score moves by more than tolerance::kFdMaxScoreMove at either of the two smaller steps.
+    // Saturated softcaps and sharp softmaxes need small steps; once, a step of 4 on 'large' inputs met
     // the first test by coincidence while a score crossed tanh's active zone inside it
     // (fixtures/found/harness-grad-fd-unresolved-step.json).
     struct Level {
