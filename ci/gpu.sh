@@ -24,9 +24,14 @@
 #   GPU_INTEGRATION_SECONDS=T  seconds of the integration property (hf-main) per CUDA kernel (default 10)
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
-#   backward (not in the default): every gradient property on every CUDA kernel with a backward, one campaign
-#   sharing the GPU (GPU_BACKWARD_SECONDS, default 240; GPU_BACKWARD_WORKERS, default 8; GPU_BACKWARD_SEED), merged, and
-#   the backward fixtures replayed
+#   backward (not in the default): the backward fixtures replayed; the device gradient reference against the host's
+#   fp64 (GPU_GRAD_REFCHECK_CASES, default 10^4); the race fixtures (fixtures/stress/backward-race.json, sixteen runs
+#   of L 4224); every gradient property on every CUDA kernel with a backward, one campaign sharing the GPU
+#   (GPU_BACKWARD_SECONDS, default 240; GPU_BACKWARD_WORKERS, default 8; GPU_BACKWARD_SEED), then one at realistic
+#   sizes (GPU_BACKWARD_LARGE_SECONDS, default 120), merged (a campaign of 0 seconds is skipped; GPU_BACKWARD_KERNELS
+#   narrows both to some CUDA kernels)
+#   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
+#   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -318,7 +323,12 @@ if has sanitize; then
   for k in "${cuda_kernels[@]}"; do
     san "memcheck $k" memcheck "$flashcheck" fuzz --kernel "$k" --property conformance --cases "${GPU_SANITIZE_CASES:-24}" \
       --seed 2031 --no-isolate --out "$out/sanitize-found"
+    # And its backward, where the contract has one (grad-conformance is not applicable otherwise: exit 0, no cases).
+    san "memcheck $k backward" memcheck "$flashcheck" fuzz --kernel "$k" --property grad-conformance \
+      --cases "${GPU_SANITIZE_CASES:-24}" --seed 2032 --no-isolate --out "$out/sanitize-found"
   done
+  san "memcheck device-gradient-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-gradient-reference \
+    --cases 20 --seed 33 --no-isolate --out "$out/sanitize-found"
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
 fi
 
@@ -332,19 +342,65 @@ if has backward; then
   row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
   python3 tools/backward_probes.py > "$out/backward-probes.txt" 2>&1
   row "backward probes" "$(wc -l < "$out/backward-probes.txt") lines in backward-probes.txt"
+  bw_workers=${GPU_BACKWARD_WORKERS:-8}
+  bw_seed=${GPU_BACKWARD_SEED:-2601}
+  # merged_row LABEL DIR START: the merged summary of a campaign folder as one row.
+  merged_row() {
+    fc merge "$2" --out "$2-merged" --no-html > "$2-merge.log" 2>&1
+    row "$1" "$(grep -m1 'cases from' "$2-merged/summary.md") $(head -1 "$2-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - $3 )) s)"
+  }
+  # The device gradient reference (fp64 on the GPU) against the host's on generated backward cases.
+  start=$(date +%s)
+  fc campaign --out "$out/grad-refcheck" --kernel tiled-cpu --property device-gradient-reference \
+    --cases "${GPU_GRAD_REFCHECK_CASES:-10000}" --gpus 0 --workers-per-gpu "$bw_workers" --seed "$bw_seed" \
+    > "$out/grad-refcheck.log" 2>&1
+  merged_row "device gradients vs host fp64" "$out/grad-refcheck" "$start"
+  # Races: sixteen backward runs of flash-attention's longest test shapes on every CUDA kernel.
+  start=$(date +%s)
+  fc replay fixtures/stress/backward-race.json > "$out/backward-race.txt" 2>&1 || status=1
+  row "backward races (fixtures/stress)" "$(tail -1 "$out/backward-race.txt") ($(( $(date +%s) - start )) s)"
   start=$(date +%s)
   read -r -a bw_kernels < <(fc list --json 2> /dev/null | python3 -c '
 import json, sys
 print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))')
+  [ -n "${GPU_BACKWARD_KERNELS:-}" ] && read -r -a bw_kernels <<< "$GPU_BACKWARD_KERNELS"
   args=()
   for k in "${bw_kernels[@]}"; do args+=(--kernel "$k"); done
-  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero grad-fd; do
+  large=("${args[@]}")
+  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero grad-fd grad-race; do
     args+=(--property "$p")
   done
-  fc campaign --out "$out/backward" "${args[@]}" --gpus 0 --workers-per-gpu "${GPU_BACKWARD_WORKERS:-8}" --timeout 300 \
-    --time "${GPU_BACKWARD_SECONDS:-240}" --seed "${GPU_BACKWARD_SEED:-2601}" > "$out/backward.log" 2>&1
-  fc merge "$out/backward" --out "$out/backward-merged" --no-html > "$out/backward-merge.log" 2>&1
-  row "backward campaign (${#bw_kernels[@]} kernels)" "$(grep -m1 'cases from' "$out/backward-merged/summary.md") $(head -1 "$out/backward-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
+  if [ "${GPU_BACKWARD_SECONDS:-240}" != 0 ]; then
+    fc campaign --out "$out/backward" "${args[@]}" --gpus 0 --workers-per-gpu "$bw_workers" --timeout 300 \
+      --time "${GPU_BACKWARD_SECONDS:-240}" --seed "$bw_seed" > "$out/backward.log" 2>&1
+    merged_row "backward campaign (${#bw_kernels[@]} kernels)" "$out/backward" "$start"
+  fi
+  # Realistic sizes (sequences in the thousands, up to 32 heads, GQA, varlen with slack, windows): the properties
+  # that take the device gradient reference (grad-fd's finite differences of an fp64 forward stay at default sizes).
+  start=$(date +%s)
+  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero; do
+    large+=(--property "$p")
+  done
+  if [ "${GPU_BACKWARD_LARGE_SECONDS:-120}" != 0 ]; then
+    fc campaign --out "$out/backward-large" "${large[@]}" --gpus 0 --workers-per-gpu "$bw_workers" --timeout 300 \
+      --max-len 4096 --max-heads 32 --work-budget 3e10 --time "${GPU_BACKWARD_LARGE_SECONDS:-120}" --seed "$bw_seed" \
+      > "$out/backward-large.log" 2>&1
+    merged_row "backward campaign, realistic sizes" "$out/backward-large" "$start"
+  fi
+fi
+
+if has bench-backward; then
+  # The backward check's throughput and its per-stage cost at the realistic shapes, beside the Python recipe's
+  # backward (autograd through flash-attn's attention_ref) in the same visit.
+  FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 300 --warmup 20 \
+    > "$out/bench-backward.txt" 2>&1
+  row "bench backward flash-fwd-varlen" "$(grep ' cases/s ' "$out/bench-backward.txt" | tail -1)"
+  fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 \
+    > "$out/bench-backward-realistic.txt" 2>&1
+  row "bench backward realistic" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/bench-backward-realistic.txt")"
+  timeout "${GPU_PYTHON_BENCH_TIMEOUT:-240}" python3 tools/bench/python_recipe.py --pass backward --mix both --cases 300 \
+    --warmup 20 --runs 1 > "$out/bench-backward-python.txt" 2>&1
+  row "bench backward python recipe" "$(grep '^standard mix' "$out/bench-backward-python.txt" | sed 's/ (.*//')"
 fi
 
 if has false-alarms; then

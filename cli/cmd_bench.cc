@@ -35,7 +35,7 @@ std::string in_flight_problem(const BenchOptions& o, const Kernel& k) {
   if (o.in_flight == 1) return "";
   if (!cuda_build()) return "needs the CUDA build (the cuda preset)";
   if (!k.on_device()) return fmt::format("needs a CUDA kernel; {} runs on the {}", k.name(), k.device());
-  if (o.property != "conformance") return "runs the conformance property only";
+  if (o.property != "conformance" || o.pass != "forward") return "runs the conformance property only";
   if (o.mix == "realistic") return "does not apply to --mix realistic, which times one case at a time";
   if (stage_profile().on) return "cannot be combined with FLASHCHECK_PROFILE, which synchronizes the device per stage";
   return "";
@@ -103,9 +103,16 @@ int run_bench(const BenchOptions& o) {
   std::vector<Kernel*> kernels;
   if (!resolve_kernels({o.kernel}, kernels)) return kExitUsage;
   std::vector<const Property*> props;
-  if (!resolve_properties({o.property}, props)) return kExitUsage;
+  const bool backward = o.pass == "backward";
+  if (!resolve_properties({backward && o.property == "conformance" ? std::string("grad-conformance") : o.property}, props))
+    return kExitUsage;
   Kernel& k = *kernels[0];
   const Property& p = *props[0];
+  if (is_gradient_property(p) != backward) {
+    fmt::print(stderr, "flashcheck bench: --pass {} cannot time {}, a property of the {} pass\n", o.pass, p.name(),
+               is_gradient_property(p) ? "backward" : "forward");
+    return kExitUsage;
+  }
   if (const std::string why = in_flight_problem(o, k); !why.empty()) {
     fmt::print(stderr, "flashcheck bench: --in-flight {} {}\n", o.in_flight, why);
     return kExitUsage;

@@ -153,6 +153,7 @@ int run_hf_live(const HfLiveOptions& o);
 struct BenchOptions {
   std::string kernel;
   std::string property = "conformance";
+  std::string pass = "forward";  // "backward": grad-conformance unless `property` names another gradient property
   std::string mix = "standard";  // "standard" (the varlen mix of docs/PERFORMANCE.md), "fuzz" (the kernel's generator)
                                  // or "realistic" (fixed large shapes, per-stage times: search/samples.h realistic_mix)
   std::int64_t cases = 2000;

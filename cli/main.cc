@@ -156,6 +156,11 @@ int main(int argc, char** argv) {
   auto* cmd_bench = app.add_subcommand("bench", "Throughput of a property on a kernel (cases/s) over pre-generated cases");
   cmd_bench->add_option("--kernel,-k", bench.kernel, "Kernel")->required();
   cmd_bench->add_option("--property,-p", bench.property, "Property")->capture_default_str();
+  cmd_bench->add_option("--pass", bench.pass,
+                        "forward | backward: the pass to time; backward takes grad-conformance unless --property names "
+                        "another gradient property")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"forward", "backward"}));
   cmd_bench->add_option("--mix", bench.mix, "standard | fuzz | realistic (fixed large shapes, per-stage times; --cases runs per shape, at most 20)")
       ->capture_default_str()
       ->check(CLI::IsMember({"standard", "fuzz", "realistic"}));

@@ -68,9 +68,17 @@ std::vector<std::string> Registry::names(bool with_mutants) const {
 }
 
 const std::vector<std::string>& cuda_kernel_names() {
-  static const std::vector<std::string> names{"flash-fwd-dense",      "flash-fwd-varlen", "efficient-fwd-dense",
-                                              "efficient-fwd-varlen", "cudnn-fwd",        "sdpa-flash",
-                                              "sdpa-efficient",       "sdpa-cudnn",       "sdpa-math-cuda"};
+  static const std::vector<std::string> names{"flash-fwd-dense",
+                                              "flash-fwd-varlen",
+                                              "flash-fwd-dense-deterministic",
+                                              "flash-fwd-varlen-deterministic",
+                                              "efficient-fwd-dense",
+                                              "efficient-fwd-varlen",
+                                              "cudnn-fwd",
+                                              "sdpa-flash",
+                                              "sdpa-efficient",
+                                              "sdpa-cudnn",
+                                              "sdpa-math-cuda"};
   return names;
 }
 

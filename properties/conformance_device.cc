@@ -1,7 +1,6 @@
 #include "properties/conformance_device.h"
 #include "properties/stage_profile.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -24,18 +23,9 @@ namespace {
 
 // Each stage is synchronized and timed into stage_profile() when it is on (properties/stage_profile.h).
 StageProfile& profile() { return stage_profile(); }
-class Stage {
+class Stage : public ScopedStage {
  public:
-  explicit Stage(const char* name) : name_(name), start_(std::chrono::steady_clock::now()) {}
-  ~Stage() {
-    if (!profile().on) return;
-    device::synchronize();
-    profile().seconds[name_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  const char* name_;
-  std::chrono::steady_clock::time_point start_;
+  explicit Stage(const char* name) : ScopedStage(name, &device::synchronize) {}
 };
 
 }  // namespace

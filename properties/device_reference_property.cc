@@ -1,6 +1,7 @@
-// The `device-reference` property (CUDA builds): the fp32 device reference agrees with the fp64 host
-// reference on generated cases. It judges the reference, not a kernel; it runs only with tiled-cpu,
-// whose contract reaches every feature of the case model.
+// The `device-reference` and `device-gradient-reference` properties (CUDA builds): the fp32 device reference agrees
+// with the fp64 host reference on generated cases, and the device gradients and their baseline with the host's. They
+// judge the references, not a kernel; they run only with tiled-cpu, whose contract reaches every feature of the case
+// model.
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -11,7 +12,10 @@
 #include "core/tolerance.h"
 #include "properties/property.h"
 #include "reference/device/attention.h"
+#include "reference/device/gradients.h"
+#include "reference/gradient_agreement.h"
 #include "reference/host/attention.h"
+#include "reference/host/gradients.h"
 
 namespace flashcheck {
 namespace {
@@ -80,10 +84,46 @@ class DeviceReferenceAgreement : public Property {
   }
 };
 
+class DeviceGradientReferenceAgreement : public Property {
+ public:
+  std::string_view name() const override { return "device-gradient-reference"; }
+  std::string_view description() const override {
+    return "the device gradient reference and baseline match the fp64 host ones (reference/gradient_agreement.h)";
+  }
+  CaseRequirements requirements() const override { return {.backward = true}; }
+  std::string unsupported_reason(const Kernel& k) const override {
+    if (k.name() != "tiled-cpu") return "checks the device gradient reference itself; run it with --kernel tiled-cpu";
+    return device::available() ? "" : "no CUDA device on this machine";
+  }
+  Verdict check(Kernel& k, const KernelCase& c) const override {
+    const auto start = std::chrono::steady_clock::now();
+    Verdict v;
+    v.kernel = std::string(k.name());
+    v.property = std::string(name());
+    if (!c.backward()) {
+      v.kind = VerdictKind::kError;
+      v.reason = "harness error: device-gradient-reference needs a backward case (a \"dout\" recipe)";
+    } else {
+      const CaseTensors t = materialize(c);
+      v.reason = reference::gradient_disagreement(c, reference::host_gradients(c, t), reference::low_precision_gradients(c, t),
+                                                  device::device_gradients(c, t, "refcheck.grad.truth"),
+                                                  device::device_low_precision_gradients(c, t, "refcheck.grad.baseline"));
+      v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
+    }
+    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return v;
+  }
+};
+
 }  // namespace
 
 const Property& device_reference_property() {
   static const DeviceReferenceAgreement p;
+  return p;
+}
+
+const Property& device_gradient_reference_property() {
+  static const DeviceGradientReferenceAgreement p;
   return p;
 }
 

@@ -9,11 +9,15 @@
 //                           get exactly zero gradient
 //   grad-robustness         every defined gradient element written, nothing outside (poison, canaries)
 //   grad-fd                 the kernel's backward agrees with a finite difference of its own forward (fp32)
+//   grad-race               16 runs of one case: the same bits, or within the rule of the first (GPU kernels)
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <cstdlib>
 #include <functional>
+#include <optional>
+#include <string_view>
 
 #include "core/compare.h"
 #include "core/defined_memory.h"
@@ -22,8 +26,12 @@
 #include "core/tolerance.h"
 #include "properties/kernel_runs.h"
 #include "properties/property.h"
+#include "properties/stage_profile.h"
 #include "reference/host/attention.h"
 #include "reference/host/gradients.h"
+#if defined(FLASHCHECK_HAVE_CUDA)
+#include "reference/device/gradients.h"
+#endif
 
 namespace flashcheck {
 namespace {
@@ -34,23 +42,40 @@ using detail::in_contract;
 using detail::make_verdict;
 using detail::run_backward;
 
+// The fp64 reference gradients of a case and the low-precision baseline: on the GPU for a kernel that runs there
+// (seconds at realistic sizes where the host takes minutes; the device-gradient-reference property checks the two
+// agree), on the host otherwise or when FLASHCHECK_GRAD_REFERENCE=host asks for it.
+struct ReferenceGradients {
+  GradientResult truth, lowp;
+};
+ReferenceGradients reference_gradients(const Kernel& k, const KernelCase& c, const CaseTensors& t) {
+#if defined(FLASHCHECK_HAVE_CUDA)
+  const char* where = std::getenv("FLASHCHECK_GRAD_REFERENCE");
+  if (k.device() == "cuda" && !(where && std::string_view(where) == "host"))
+    return {device::device_gradients(c, t), device::device_low_precision_gradients(c, t)};
+#else
+  (void)k;
+#endif
+  return {reference::host_gradients(c, t), reference::low_precision_gradients(c, t)};
+}
+
 // The rule's bounds for a case: each gradient's max bound (k_max * baseline error + floor).
-GradientComparisons rule_bounds(const KernelCase& c, const CaseTensors& t, bool zero_unused_keys) {
-  const GradientResult truth = reference::host_gradients(c, t);
-  const GradientResult lowp = reference::low_precision_gradients(c, t);
-  return compare_gradients(c, lowp, truth, lowp, zero_unused_keys);
+GradientComparisons rule_bounds(const Kernel& k, const KernelCase& c, const CaseTensors& t) {
+  const ReferenceGradients ref = reference_gradients(k, c, t);
+  return compare_gradients(c, ref.lowp, ref.truth, ref.lowp, k.contract().backward.zeroes_unused_keys);
 }
 
 // Judges a backward run against the fp64 gradients: the conformance verdict of the gradients.
-void judge_gradients(const KernelCase& c, const CaseTensors& t, const BackwardRun& run, bool zero_unused_keys, Verdict& v) {
-  const GradientResult truth = reference::host_gradients(c, t);
-  const GradientResult lowp = reference::low_precision_gradients(c, t);
-  const GradientComparisons cmp = compare_gradients(c, run.result, truth, lowp, zero_unused_keys);
+void judge_gradients(const Kernel& k, const KernelCase& c, const ReferenceGradients& ref, const BackwardRun& run, Verdict& v) {
+  const GradientComparisons cmp = compare_gradients(c, run.result, ref.truth, ref.lowp, k.contract().backward.zeroes_unused_keys);
   v.cmp = cmp.decisive();
   v.reason = failure_reason(cmp);
   if (const std::int64_t damage = run.grads.canary_damage(); damage > 0 && v.reason.empty())
     v.reason = fmt::format("{} canary element{} around dQ/dK/dV overwritten", damage, damage > 1 ? "s" : "");
   v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
+}
+void judge_gradients(const Kernel& k, const KernelCase& c, const CaseTensors& t, const BackwardRun& run, Verdict& v) {
+  judge_gradients(k, c, reference_gradients(k, c, t), run, v);
 }
 
 // Base: the backward requirements, timing, the contract check.
@@ -82,10 +107,27 @@ class GradConformance : public GradientProperty {
   std::string_view description() const override { return "dQ, dK, dV ~ fp64 reference gradients under the tolerance rule"; }
 
  protected:
+  // Staged for `bench --pass backward` (properties/stage_profile.h); the kernel's stage holds its forward, which a flash
+  // backward needs (its output and LSE), and the copies of its gradients to the host.
   void judge_case(Kernel& k, const KernelCase& c, Verdict& v) const override {
-    const CaseTensors t = materialize(c);
+    if (stage_profile().on) ++stage_profile().cases;
+    std::optional<CaseTensors> t;
+    {
+      const ScopedStage s("inputs");
+      t.emplace(materialize(c));
+    }
     BackwardRun run;
-    if (run_backward(k, c, t, run, v)) judge_gradients(c, t, run, zeroes(k), v);
+    {
+      const ScopedStage s("kernel");
+      if (!run_backward(k, c, *t, run, v)) return;
+    }
+    std::optional<ReferenceGradients> ref;
+    {
+      const ScopedStage s("reference+baseline");
+      ref.emplace(reference_gradients(k, c, *t));
+    }
+    const ScopedStage s("compare");
+    judge_gradients(k, c, *ref, run, v);
   }
 };
 
@@ -162,7 +204,7 @@ class GradMetamorphic : public GradientProperty {
     const CaseTensors t2 = materialize(c2, src2);
     if (!run_backward(k, c2, t2, other, v)) return;
     const GradientResult mapped = map_back(c, c2, other.result);
-    const GradientComparisons bounds = rule_bounds(c, t, zeroes(k));
+    const GradientComparisons bounds = rule_bounds(k, c, t);
     const GradientComparisons cmp = compare_gradient_pair(c, base.result, mapped, bounds, zeroes(k));
     v.cmp = cmp.decisive();
     const std::string why = failure_reason(cmp);
@@ -393,7 +435,7 @@ class GradRobustness : public GradientProperty {
       v.reason = unwritten;
       return;
     }
-    judge_gradients(poisoned, t, run, zeroes(k), v);  // written where it must be: the values must still conform
+    judge_gradients(k, poisoned, t, run, v);  // written where it must be: the values must still conform
   }
 };
 
@@ -584,6 +626,61 @@ class GradFiniteDifference : public GradientProperty {
 
 }  // namespace
 
+// One case's backward run kRaceRuns times: a deterministic contract promises the same bits every time (FA2's
+// deterministic mode; the race-condition test of flash-attention's tests/test_flash_attn.py reruns one large case);
+// any other backward must stay within the rule of its first run (atomics reorder sums by rounding; a lost or doubled
+// update is far past that). GPU kernels only: that is where the races are, and grad-determinism reruns a CPU backward.
+class GradRace : public GradientProperty {
+ public:
+  static constexpr int kRaceRuns = 16;
+  std::string_view name() const override { return "grad-race"; }
+  std::string_view description() const override {
+    return "16 backward runs of one case: the same bits (deterministic contracts), else within the rule of the first";
+  }
+  std::string unsupported_reason(const Kernel& k) const override {
+    if (std::string why = GradientProperty::unsupported_reason(k); !why.empty()) return why;
+    return k.device() == "cuda" ? "" : kCpuKernel;
+  }
+  // Also when a fixture names it, on every kernel: on a CPU kernel unsupported at once, however large the case.
+  Verdict check(Kernel& k, const KernelCase& c) const override {
+    if (k.device() == "cuda") return GradientProperty::check(k, c);
+    Verdict v = make_verdict(k, name());
+    v.kind = VerdictKind::kUnsupported;
+    v.reason = kCpuKernel;
+    return v;
+  }
+
+ protected:
+  static constexpr const char* kCpuKernel = "checks GPU kernels (grad-determinism reruns a CPU backward)";
+
+  void judge_case(Kernel& k, const KernelCase& c, Verdict& v) const override {
+    const CaseTensors t = materialize(c);
+    BackwardRun first;
+    if (!run_backward(k, c, t, first, v)) return;
+    const bool bitwise = k.contract().backward.deterministic;
+    std::optional<GradientComparisons> bounds;
+    if (!bitwise) bounds.emplace(rule_bounds(k, c, t));
+    for (int run = 2; run <= kRaceRuns; ++run) {
+      BackwardRun again;
+      if (!run_backward(k, c, t, again, v)) return;
+      if (bitwise) {
+        const std::string what = fmt::format("differs between run 1 and run {}", run);
+        v.reason = first_gradient_difference(c, first.result, again.result, zeroes(k), what.c_str(), [](double x, double y) {
+          return std::memcmp(&x, &y, sizeof x) != 0;
+        });
+      } else {
+        const GradientComparisons cmp = compare_gradient_pair(c, first.result, again.result, *bounds, zeroes(k));
+        if (const std::string why = failure_reason(cmp); !why.empty()) {
+          v.cmp = cmp.decisive();
+          v.reason = fmt::format("run {} differs from run 1 beyond the rule: {}", run, why);
+        }
+      }
+      if (!v.reason.empty()) break;
+    }
+    v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
+  }
+};
+
 const std::vector<const Property*>& gradient_properties() {
   static const GradConformance conformance;
   static const GradDeterminism determinism;
@@ -593,7 +690,9 @@ const std::vector<const Property*>& gradient_properties() {
   static const GradMaskedZero zero;
   static const GradRobustness robustness;
   static const GradFiniteDifference fd;
-  static const std::vector<const Property*> all{&conformance, &determinism, &gqa, &varlen, &permutation, &zero, &robustness, &fd};
+  static const GradRace race;
+  static const std::vector<const Property*> all{&conformance, &determinism, &gqa,        &varlen, &permutation,
+                                                &zero,        &robustness,  &fd,         &race};
   return all;
 }
 

@@ -437,7 +437,8 @@ Verdict Property::check(Kernel& k, const KernelCase&) const {
 
 const Property& lse_merge_property();  // properties/lse_merge.cc
 #if defined(FLASHCHECK_HAVE_CUDA)
-const Property& device_reference_property();  // properties/device_reference_property.cc
+const Property& device_reference_property();           // properties/device_reference_property.cc
+const Property& device_gradient_reference_property();  // the same file
 #endif
 
 const std::vector<const Property*>& all_properties() {
@@ -455,6 +456,7 @@ const std::vector<const Property*>& all_properties() {
                                  &lse_merge_property()};
 #if defined(FLASHCHECK_HAVE_CUDA)
     v.push_back(&device_reference_property());
+    v.push_back(&device_gradient_reference_property());
 #endif
     v.insert(v.end(), gradient_properties().begin(), gradient_properties().end());
     return v;

@@ -1,6 +1,6 @@
-// Wall time per stage of the device conformance path (properties/conformance_device.cc times each stage,
-// synchronized). FLASHCHECK_PROFILE=1 turns it on and prints it at exit; `flashcheck bench --mix
-// realistic` turns it on and reads it per shape. Host-only: the CPU build has it too, and it stays empty.
+// Wall time per stage of a case: the device conformance path (properties/conformance_device.cc) and grad-conformance
+// (properties/gradient_properties.cc) time each stage. FLASHCHECK_PROFILE=1 turns it on and prints it at exit;
+// `flashcheck bench --mix realistic` turns it on and reads it per shape. Host-only: the CPU build has it too.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +21,20 @@ struct StageProfile {
 };
 
 StageProfile& stage_profile();
+
+// Adds the time from its construction to its destruction to stage `name` when the profile is on; `sync` (the
+// device's synchronize, for stages that leave work queued) runs first.
+class ScopedStage {
+ public:
+  explicit ScopedStage(const char* name, void (*sync)() = nullptr);
+  ~ScopedStage();
+  ScopedStage(const ScopedStage&) = delete;
+  ScopedStage& operator=(const ScopedStage&) = delete;
+
+ private:
+  const char* name_;
+  void (*sync_)();
+  double start_;
+};
 
 }  // namespace flashcheck

@@ -1,8 +1,10 @@
 #include "search/campaign_journal.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -28,6 +30,21 @@ nlohmann::json to_json(const SessionRecord& r) {
 
 namespace {
 
+// What no campaign writes: a line with these is damaged or forged, and summing it would report work not done.
+void check_counts(const ChunkRecord& r) {
+  const FuzzReport& p = r.report;
+  const auto bad = [](const std::string& what) { throw std::runtime_error("impossible chunk record: " + what); };
+  if (r.unit < 0 || r.chunk < 0 || r.session < 0 || r.worker < 0) bad("a negative unit, chunk, session or worker");
+  if (!std::isfinite(r.started) || !std::isfinite(r.finished) || r.finished < r.started) bad("it finished before it started");
+  if (p.cases < 0 || p.failures < 0 || p.crashes < 0 || p.unsupported < 0) bad("a negative count of cases");
+  if (!(p.seconds >= 0)) bad("negative seconds");
+  if (p.failures > p.cases + p.crashes) bad(fmt::format("{} failures in {} cases", p.failures, p.cases + p.crashes));
+  if (static_cast<std::int64_t>(p.findings.size()) > p.failures)
+    bad(fmt::format("{} findings for {} failures", p.findings.size(), p.failures));
+  for (const auto& [feature, n] : p.coverage)
+    if (n < 0 || n > p.cases + p.unsupported + p.crashes) bad(fmt::format("coverage of {} is {} in {} cases", feature, n, p.cases));
+}
+
 ChunkRecord chunk_from_json(const nlohmann::json& j) {
   ChunkRecord r;
   r.unit = j.at("unit");
@@ -43,6 +60,7 @@ ChunkRecord chunk_from_json(const nlohmann::json& j) {
   r.crashed = j.at("crashed");
   r.report = fuzz_report_from_json(j.at("report"));
   r.stats = case_stats_from_json(j.at("stats"));
+  check_counts(r);
   return r;
 }
 
@@ -73,23 +91,34 @@ double JournalContents::seconds_used() const {
 
 JournalContents read_journal(const std::string& path) {
   JournalContents out;
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(path, ec);
+  if (ec || status.type() == std::filesystem::file_type::not_found) return out;
+  // A FIFO or device would block the read (or never end): only a regular file is a journal.
+  if (status.type() != std::filesystem::file_type::regular)
+    throw std::runtime_error(fmt::format("{}: not a regular file (a journal is one, written by the campaign)", path));
   std::ifstream in(path);
-  if (!in) return out;
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot be read", path));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
+    nlohmann::json j;
     try {
-      const nlohmann::json j = nlohmann::json::parse(lines[i]);
-      const std::string type = j.at("type");
-      if (type == "chunk") out.chunks.push_back(chunk_from_json(j));
-      else if (type == "session" || type == "end") out.sessions.push_back(session_from_json(j));
-      else throw std::runtime_error("unknown record type '" + type + "'");
+      j = nlohmann::json::parse(lines[i]);
     } catch (const std::exception& e) {
       if (i + 1 == lines.size()) {  // cut short by a kill mid-write: the chunk did not count
         ++out.torn_lines;
         continue;
       }
+      throw std::runtime_error(fmt::format("{}: line {}: {}", path, i + 1, e.what()));
+    }
+    try {
+      const std::string type = j.at("type");
+      if (type == "chunk") out.chunks.push_back(chunk_from_json(j));
+      else if (type == "session" || type == "end") out.sessions.push_back(session_from_json(j));
+      else throw std::runtime_error("unknown record type '" + type + "'");
+    } catch (const std::exception& e) {  // whole JSON, yet not a record a campaign writes
       throw std::runtime_error(fmt::format("{}: line {}: {}", path, i + 1, e.what()));
     }
   }

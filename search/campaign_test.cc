@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/files.h"
@@ -154,6 +156,72 @@ TEST(Campaign, ShardsTogetherJudgeExactlyTheCasesOfOneFuzzRun) {
   // Merging one shard twice would count it twice.
   EXPECT_THROW(merge_campaigns({dirs[0], dirs[1], dirs[1]}), MergeError);
   for (const std::string& d : dirs) remove_tree(d);
+}
+
+// merge sums what the journal says, so it checks the journal first: a chunk recorded twice, a count no campaign
+// writes, a chunk of another shard or past the plan, a finding's fixture outside the folder are refused, naming the
+// file and chunk; a deleted fixture is a warning; a journal that is not a regular file (a FIFO) is refused unread.
+TEST(Campaign, MergeDoesNotTrustTheJournal) {
+  Kernel& mutant = *builtin_registry().find("mutant-top-left-causal");
+  const std::vector<std::pair<Kernel*, const Property*>> units{{&mutant, &conformance()}};
+  const std::string dir = fresh_dir("forged");
+  CampaignRunOptions o;
+  o.dir = dir;
+  o.slots = cpu_slots(1);
+  run_campaign(spec_for(units, 2 * kChunkCases, {0, 1}), units, o);
+  const std::string path = dir + "/journal.jsonl";
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(path);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  std::size_t chunk_line = 0;
+  for (std::size_t i = 0; i < lines.size() && !chunk_line; ++i)
+    if (nlohmann::json::parse(lines[i])["type"] == "chunk" && !nlohmann::json::parse(lines[i])["report"]["findings"].empty()) chunk_line = i;
+  ASSERT_NE(chunk_line, 0u) << "the mutant's campaign found nothing to forge";
+  const nlohmann::json original = nlohmann::json::parse(lines[chunk_line]);
+  ASSERT_TRUE(merge_campaigns({dir}).warnings.empty());
+  const auto write = [&](const std::vector<std::string>& ls) {
+    std::ofstream out(path, std::ios::trunc);
+    for (const std::string& l : ls) out << l << "\n";
+  };
+  const auto refused = [&](const std::vector<std::string>& ls, const std::string& why) {
+    write(ls);
+    try {
+      merge_campaigns({dir});
+      ADD_FAILURE() << "merged a journal with " << why;
+    } catch (const MergeError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  const auto forged = [&](const std::function<void(nlohmann::json&)>& change) {
+    std::vector<std::string> ls = lines;
+    nlohmann::json j = original;
+    change(j);
+    ls[chunk_line] = j.dump();
+    ls.push_back(ls.back());  // a whole last line: not a torn one
+    return ls;
+  };
+  std::vector<std::string> twice = lines;
+  twice.insert(twice.begin() + static_cast<std::ptrdiff_t>(chunk_line), lines[chunk_line]);
+  refused(twice, "recorded twice");
+  refused(forged([](nlohmann::json& j) { j["report"]["cases"] = -1000; }), "impossible chunk record");
+  refused(forged([](nlohmann::json& j) { j["report"]["failures"] = 1000000; }), "impossible chunk record");
+  refused(forged([](nlohmann::json& j) { j["chunk"] = 7; }), "not a chunk of shard 0/1 (of 2 chunks)");
+  refused(forged([](nlohmann::json& j) { j["kernel"] = "tiled-cpu"; }), "the unit is mutant-top-left-causal");
+  refused(forged([](nlohmann::json& j) { j["report"]["findings"][0]["fixture"] = "../../outside.json"; }), "outside the campaign folder");
+  refused(forged([](nlohmann::json& j) { j["report"]["findings"][0]["fixture"] = "/etc/passwd"; }), "outside the campaign folder");
+
+  write(lines);
+  fs::remove(dir + "/" + original["report"]["findings"][0]["fixture"].get<std::string>());
+  const MergeResult m = merge_campaigns({dir});
+  ASSERT_FALSE(m.warnings.empty());
+  EXPECT_NE(m.warnings.front().find("is missing"), std::string::npos) << m.warnings.front();
+
+  fs::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_THROW(merge_campaigns({dir}), MergeError);
+  remove_tree(dir);
 }
 
 // Workers sharing a GPU keep its pinning and get labels of their own (reports count cases per worker).

@@ -111,11 +111,30 @@ MergeResult merge_campaigns(const std::vector<std::string>& dirs) {
       mu.required_coverage = u.required_coverage;
       m.units.push_back(std::move(mu));
     }
+    std::set<std::pair<int, int>> seen;  // (unit, chunk): a campaign records each chunk once
+    const std::optional<int> planned = c.spec.planned_chunks();
     for (ChunkRecord& r : j.chunks) {
+      const std::string where = fmt::format("{}/journal.jsonl: chunk {} of unit {}", dir, r.chunk, r.unit);
       if (r.unit < 0 || r.unit >= static_cast<int>(c.spec.units.size()))
-        throw MergeError(fmt::format("{}/journal.jsonl: chunk {} names unit {}, which the campaign does not have", dir, r.chunk, r.unit));
-      for (Finding& f : r.report.findings)
-        if (!f.fixture.empty()) f.fixture = (fs::path(dir) / f.fixture).string();
+        throw MergeError(fmt::format("{}: the campaign has no such unit", where));
+      const CampaignUnit& unit = c.spec.units[static_cast<std::size_t>(r.unit)];
+      if (unit.kernel != r.kernel || unit.property != r.property)
+        throw MergeError(fmt::format("{}: names {} / {}, the unit is {} / {}", where, r.kernel, r.property, unit.kernel, unit.property));
+      if (!seen.insert({r.unit, r.chunk}).second) throw MergeError(fmt::format("{}: recorded twice", where));
+      if (r.chunk % c.spec.shard.count != c.spec.shard.index || (planned && r.chunk >= *planned))
+        throw MergeError(fmt::format("{}: not a chunk of shard {}/{}{}", where, c.spec.shard.index, c.spec.shard.count,
+                                     planned ? fmt::format(" (of {} chunks)", *planned) : std::string()));
+      for (Finding& f : r.report.findings) {
+        if (f.fixture.empty()) continue;
+        // A finding's fixture is the campaign's own file, under its folder: a path that leaves it is not read.
+        const fs::path rel = fs::path(f.fixture).lexically_normal();
+        if (rel.is_absolute() || rel.empty() || *rel.begin() == "..")
+          throw MergeError(fmt::format("{}: its finding's fixture {} lies outside the campaign folder", where, f.fixture));
+        f.fixture = (fs::path(dir) / rel).string();
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::symlink_status(f.fixture, ec)))
+          m.warnings.push_back(fmt::format("{}: its finding's fixture {} is missing (deleted or moved)", where, f.fixture));
+      }
       MergedUnit& mu = m.units[unit_index.at({r.kernel, r.property})];
       merge_reports(mu.report, r.report, /*keep_replaced=*/true);
       mu.report.seconds += r.report.seconds;

@@ -1,5 +1,6 @@
 // Each property fails on the deliberately broken kernel written for the defect it exists to catch, and
 // the runner shrinks the counterexample to a small case. Without these a property could pass everything.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "kernels/kernel.h"
@@ -90,6 +91,71 @@ TEST(PropertyKillsMutant, LseMergeBase2) { expect_killed_small({"lse-merge", "mu
 TEST(PropertyKillsMutant, LseMergeShift) { expect_killed_small({"lse-merge", "mutant-lse-shift", 1, 1, 2}); }
 TEST(PropertyKillsMutant, LseMergeNextRow) { expect_killed_small({"lse-merge", "mutant-lse-next-row", 1, 1, 3}); }
 TEST(PropertyKillsMutant, LseMergePaddedOrder) { expect_killed_small({"lse-merge", "mutant-lse-padded-order", 2, 1, 3}); }
+
+// grad-race checks GPU kernels, so its planted defects are tiled-cpu's backward presented as a GPU kernel, with one
+// element changed on one run of the sixteen: a last-bit difference (what atomics in another order give) and a lost
+// update (a dK element left at zero).
+class RacyBackward : public Kernel {
+ public:
+  enum class Defect { kLastBit, kLostUpdate };
+  RacyBackward(bool deterministic, Defect d) : inner_(*builtin_registry().find("tiled-cpu")), contract_(inner_.contract()), defect_(d) {
+    contract_.backward.deterministic = deterministic;
+  }
+  std::string_view name() const override { return "racy-backward"; }
+  const Contract& contract() const override { return contract_; }
+  std::string_view device() const override { return "cuda"; }
+  void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override { inner_.run(c, in, out); }
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override {
+    inner_.run_backward(c, in, fwd, grads);
+    if (++runs_ != 7) return;
+    float* data = defect_ == Defect::kLastBit ? grads.dq() : grads.dk();
+    const std::int64_t n = defect_ == Defect::kLastBit ? grads.dq_elems() : grads.dk_elems();
+    std::int64_t at = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (std::fabs(data[i]) > std::fabs(data[at]) || std::isnan(data[at])) at = i;
+    if (defect_ == Defect::kLastBit) data[at] = std::nextafter(data[at], 2 * data[at]);
+    else data[at] = 0.0f;
+  }
+
+ private:
+  Kernel& inner_;
+  Contract contract_;
+  Defect defect_;
+  int runs_ = 0;
+};
+
+Verdict race(bool deterministic, RacyBackward::Defect d) {
+  KernelCase c;
+  c.dtype = DType::kBF16;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.head_dim = 16;
+  c.v_head_dim = 16;
+  c.causal = true;
+  c.seqs = {{.q_len = 9, .k_len = 12}};
+  c.data.seed = 5;
+  c.dout = DoutRecipe{};
+  RacyBackward k(deterministic, d);
+  return find_property("grad-race")->check(k, c);
+}
+
+TEST(PropertyKillsMutant, GradRaceLastBitOnADeterministicContract) {
+  const Verdict v = race(true, RacyBackward::Defect::kLastBit);
+  EXPECT_EQ(v.kind, VerdictKind::kFail);
+  EXPECT_NE(v.reason.find("differs between run 1 and run 7"), std::string::npos) << v.reason;
+}
+TEST(PropertyKillsMutant, GradRaceLastBitIsWithinTheRuleWithoutTheDeterministicPromise) {
+  const Verdict v = race(false, RacyBackward::Defect::kLastBit);
+  EXPECT_EQ(v.kind, VerdictKind::kPass) << v.reason;
+}
+TEST(PropertyKillsMutant, GradRaceLostUpdateWithoutTheDeterministicPromise) {
+  const Verdict v = race(false, RacyBackward::Defect::kLostUpdate);
+  EXPECT_EQ(v.kind, VerdictKind::kFail);
+  EXPECT_NE(v.reason.find("run 7 differs from run 1 beyond the rule: dk"), std::string::npos) << v.reason;
+}
+TEST(PropertyKillsMutant, GradRaceIsNotApplicableToACpuKernel) {
+  EXPECT_NE(find_property("grad-race")->unsupported_reason(*builtin_registry().find("tiled-cpu")), "");
+}
 
 // And the correct kernel these mutants come from passes the same runs.
 TEST(PropertyKillsMutant, TheUnbrokenKernelPassesEveryProperty) {

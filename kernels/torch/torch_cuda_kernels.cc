@@ -1,14 +1,19 @@
 // Adapters for PyTorch's fused CUDA attention kernels, called through their aten ops on device tensors:
 //   flash-fwd-dense / flash-fwd-varlen          aten::_flash_attention_forward (vendored FlashAttention-2),
-//                                               backward aten::_flash_attention_backward
+//                                               backward aten::_flash_attention_backward; the -deterministic twins
+//                                               run it with torch.use_deterministic_algorithms(True)
 //   efficient-fwd-dense / efficient-fwd-varlen  aten::_efficient_attention_forward (CUTLASS memory-efficient),
 //                                               backward aten::_efficient_attention_backward
-//   cudnn-fwd                                   aten::_cudnn_attention_forward
-// The contracts state what each op computes natively; nothing here translates a feature (the SDPA
-// adapters do, see kernels/torch/torch_sdpa.cc).
+//   cudnn-fwd                                   aten::_cudnn_attention_forward, backward aten::_cudnn_attention_backward
+// The contracts state what each op computes natively; the only translation here is GQA by repeated KV heads where an
+// op has none (said in its contract). The SDPA adapters translate more (kernels/torch/torch_sdpa.cc).
 #include <algorithm>
+#include <mutex>
 
+#include <ATen/Context.h>
+#include <ATen/ops/_cudnn_attention_backward.h>
 #include <ATen/ops/_cudnn_attention_forward.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/_efficient_attention_backward.h>
 #include <ATen/ops/_efficient_attention_forward.h>
 #include <ATen/ops/_flash_attention_backward.h>
@@ -120,7 +125,25 @@ bool efficient_window_block_without_keys(const KernelCase& c) {
   return false;
 }
 
-Contract flash_contract(bool varlen) {
+// Runs a backward with torch.use_deterministic_algorithms(True) in force: PyTorch's _flash_attention_backward reads
+// that process-wide flag for FA2's deterministic mode (aten/src/ATen/native/transformers/cuda/attention_backward.cu).
+// One such call at a time, and the flag as it was afterwards.
+template <class F>
+auto with_deterministic_algorithms(F&& f) {
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
+  at::Context& ctx = at::globalContext();
+  const bool was = ctx.deterministicAlgorithms(), warn_only = ctx.deterministicAlgorithmsWarnOnly();
+  ctx.setDeterministicAlgorithms(true, false);
+  struct Restore {
+    at::Context& ctx;
+    bool was, warn_only;
+    ~Restore() { ctx.setDeterministicAlgorithms(was, warn_only); }
+  } restore{ctx, was, warn_only};
+  return f();
+}
+
+Contract flash_contract(bool varlen, bool deterministic) {
   Contract k;
   k.summary = varlen ? "aten::_flash_attention_forward, varlen mode (cum_seq_q/k, seqused_k), vendored FlashAttention-2"
                      : "aten::_flash_attention_forward, dense (B, S, H, d) mode, vendored FlashAttention-2";
@@ -135,18 +158,25 @@ Contract flash_contract(bool varlen) {
   k.notes = {"causal is bottom-right per sequence; window (left, right) with -1 unbounded",
              "no softcap, leftpad, paged KV or KV-cache append in this op (torch 2.11)"};
   k.backward.available = true;
-  k.backward.deterministic = false;  // dQ is accumulated over key blocks with atomics
+  k.backward.deterministic = deterministic;  // else dQ is accumulated over key blocks with atomics
   k.backward.without = {"seqused_k"};  // aten::_flash_attention_backward takes none
   k.backward.notes = {"aten::_flash_attention_backward on the forward's own out, logsumexp and rng state (the adapter "
                       "runs the forward op again on the device)",
                       kFlashBackwardNoKeysDefect};
+  if (deterministic)
+    k.backward.notes.push_back("under torch.use_deterministic_algorithms(True): FA2's deterministic backward (dQ "
+                               "accumulated per key-block split, then reduced in a fixed order)");
   return k;
 }
 
 class FlashForward : public DeviceKernel {
  public:
-  explicit FlashForward(bool varlen) : varlen_(varlen), contract_(flash_contract(varlen)) {}
-  std::string_view name() const override { return varlen_ ? "flash-fwd-varlen" : "flash-fwd-dense"; }
+  FlashForward(bool varlen, bool deterministic)
+      : varlen_(varlen), deterministic_(deterministic), contract_(flash_contract(varlen, deterministic)) {}
+  std::string_view name() const override {
+    if (deterministic_) return varlen_ ? "flash-fwd-varlen-deterministic" : "flash-fwd-dense-deterministic";
+    return varlen_ ? "flash-fwd-varlen" : "flash-fwd-dense";
+  }
   const Contract& contract() const override { return contract_; }
   ContractCheck check(const KernelCase& c) const override {
     ContractCheck r = DeviceKernel::check(c);
@@ -196,7 +226,14 @@ class FlashForward : public DeviceKernel {
 
   // The op's backward needs its own forward's logsumexp and rng state, which the harness's buffer does not hold in
   // the op's layout: the forward runs again on the device, then the backward.
-  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override {
+    if (deterministic_) with_deterministic_algorithms([&] { backward(c, in, grads); });
+    else backward(c, in, grads);
+    (void)fwd;
+  }
+
+ private:
+  void backward(const KernelCase& c, const CaseTensors& in, GradBuffer& grads) {
     const FlashArgs a = flash_args(c);
     const BackwardInputs x = backward_inputs(c, in);
     std::optional<std::int64_t> wl, wr;
@@ -225,8 +262,7 @@ class FlashForward : public DeviceKernel {
                     dv.reshape({-1, c.kv_heads, c.v_head_dim}), grads);
   }
 
- private:
-  bool varlen_;
+  bool varlen_, deterministic_;
   Contract contract_;
 };
 
@@ -387,6 +423,11 @@ class CudnnForward : public DeviceKernel {
     k.head_dim_multiple = 8;
     k.returns_lse = true;
     k.notes = {"causal is top-left (cuDNN's classic causal mask)"};
+    k.backward.available = true;
+    k.backward.deterministic = false;  // cuDNN's SDPA backward accumulates dQ across key blocks with atomics
+    k.backward.notes = {"aten::_cudnn_attention_backward on the forward's own out, logsumexp and philox state (the "
+                        "adapter runs the forward op again); dO takes the output's strides; GQA by repeating the KV heads "
+                        "and summing their dK/dV over each group in fp32"};
   }
   std::string_view name() const override { return "cudnn-fwd"; }
   const Contract& contract() const override { return contract_; }
@@ -411,6 +452,30 @@ class CudnnForward : public DeviceKernel {
     write_lse(lse.reshape({B, c.heads, Lq}).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
   }
 
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+    BackwardInputs x = backward_inputs(c, in);
+    const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len, Hk = c.kv_heads;
+    if (Hk != c.heads) {
+      x.k = x.k.repeat_interleave(c.heads / Hk, 1);
+      x.v = x.v.repeat_interleave(c.heads / Hk, 1);
+    }
+    const at::Tensor q = x.q.view({B, Lq, c.heads, c.head_dim}).transpose(1, 2);
+    const at::Tensor k = x.k.reshape({B, Lk, c.heads, c.head_dim}).transpose(1, 2);
+    const at::Tensor v = x.v.reshape({B, Lk, c.heads, c.v_head_dim}).transpose(1, 2);
+    auto fwd = at::_cudnn_attention_forward(q, k, v, std::nullopt, std::nullopt, std::nullopt, Lq, Lk, true, 0.0, c.causal,
+                                            false, c.softmax_scale());
+    const at::Tensor& o = std::get<0>(fwd);
+    // cuDNN takes dO in the output's layout.
+    at::Tensor dout = at::empty_like(o);
+    dout.copy_(x.dout.view({B, Lq, c.heads, c.v_head_dim}).transpose(1, 2));
+    const at::Tensor none;
+    auto [dq, dk, dv] = at::_cudnn_attention_backward(dout, q, k, v, o, std::get<1>(fwd), std::get<6>(fwd), std::get<7>(fwd),
+                                                      none, none, none, Lq, Lk, 0.0, c.causal, c.softmax_scale());
+    write_gradients(dq.transpose(1, 2).reshape({-1, c.heads, c.head_dim}),
+                    sum_groups(dk.transpose(1, 2).reshape({-1, c.heads, c.head_dim}), Hk),
+                    sum_groups(dv.transpose(1, 2).reshape({-1, c.heads, c.v_head_dim}), Hk), grads);
+  }
+
  private:
   Contract contract_;
 };
@@ -418,8 +483,10 @@ class CudnnForward : public DeviceKernel {
 }  // namespace
 
 void register_cuda_kernels(Registry& r) {
-  r.add(std::make_unique<FlashForward>(false));
-  r.add(std::make_unique<FlashForward>(true));
+  for (bool deterministic : {false, true}) {
+    r.add(std::make_unique<FlashForward>(false, deterministic));
+    r.add(std::make_unique<FlashForward>(true, deterministic));
+  }
   r.add(std::make_unique<EfficientForward>(false));
   r.add(std::make_unique<EfficientForward>(true));
   r.add(std::make_unique<CudnnForward>());

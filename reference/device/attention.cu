@@ -14,6 +14,7 @@
 #include "core/tolerance.h"
 #include "reference/device/attention_tc.h"
 #include "reference/device/kv_address.cuh"
+#include "reference/device/warp_math.cuh"
 
 namespace flashcheck::device {
 namespace {
@@ -54,17 +55,6 @@ Params make_params(const DeviceCase& dc, EmptyRow conv, const DeviceResult& res)
   p.paged = c.kv_storage == KvStorage::kPaged;
   p.res = res;
   return p;
-}
-
-__device__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-
-__device__ float round_dt(DType t, float x) {
-  if (t == DType::kBF16) return __bfloat162float(__float2bfloat16_rn(x));
-  if (t == DType::kF16) return __half2float(__float2half_rn(x));
-  return x;
 }
 
 // Row of K (or V) holding key j of sequence b, KV head kh (kv_address.cuh resolves it).

@@ -72,7 +72,10 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
     d_squares += (g * out[x]) * (g * out[x]);
     d_carried += std::fabs(g) * out_noise[x];
   }
-  const double d_sens = tolerance::gradient_sensitivity(static_cast<long long>(dv), d_abs, d_carried);
+  const RowShareStats<double> row{.big_d = big_d,
+                                  .d_sens = tolerance::gradient_sensitivity(static_cast<long long>(dv), d_abs, d_carried),
+                                  .d_terms = tolerance::terms_magnitude(d_squares),
+                                  .logit_sens = logit_sens_};
   key_grads_.resize(n);
   for (std::size_t j = 0; j < n; ++j) {
     const float* v = v_[j];
@@ -81,15 +84,7 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
       dp += static_cast<double>(dout[x]) * static_cast<double>(v[x]);
       dp_abs += std::fabs(static_cast<double>(dout[x]) * static_cast<double>(v[x]));
     }
-    const double dp_sens = tolerance::gradient_sensitivity(static_cast<long long>(dv), dp_abs, 0.0);
-    const double p = weights_[j], t = tanh_[j];
-    const double c = cap > 0 ? 1.0 - t * t : 1.0;  // d(cap tanh(s / cap)) / ds
-    KeyGrad& g = key_grads_[j];
-    g.p = p;
-    g.ds = p * (dp - big_d) * c;
-    g.p_noise = tolerance::weight_sensitivity(logit_sens_, p);
-    g.ds_noise = tolerance::dscore_sensitivity(logit_sens_, p, dp - big_d, dp_sens, d_sens, c, t, g.ds, cap);
-    g.ds_magnitude = std::fabs(g.ds) + p * c * tolerance::terms_magnitude(d_squares);
+    key_grads_[j] = key_share(row, weights_[j], tanh_[j], cap, dp, dp_abs, static_cast<long long>(dv));
   }
   for (std::int64_t x = 0; x < d; ++x) {
     double sum = 0.0, abs_sum = 0.0, carried = 0.0, magnitude = 0.0;

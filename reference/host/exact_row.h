@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "reference/key_share.h"
+
 namespace flashcheck::reference {
 
 struct RowShape {
@@ -21,15 +23,8 @@ struct RowStats {
   double lse_noise = 0;  // its fp32 sensitivity, units of u
 };
 
-// One key's share of a row's backward (ExactRow::backward): its softmax weight P_j, the gradient ds_j of the loss
-// w.r.t. its logit before the softcap (scale * q.k_j), the fp32 sensitivities of both (units of u), and ds_j's
-// magnitude as a backward rounds it: |ds_j| plus what it moves by when dpsum comes from the output rounded to the
-// dtype (every flash backward takes the stored output: ds_j moves by P_j c_j |dO * O|_2 per unit rounding).
-struct KeyGrad {
-  double p = 0, ds = 0;
-  double p_noise = 0, ds_noise = 0;
-  double ds_magnitude = 0;
-};
+// One key's share of a row's backward (reference/key_share.h).
+using KeyGrad = KeyShare<double>;
 
 // Holds the allowed keys of one row and the scratch of the computation; reused across rows so that the
 // loop over a case allocates nothing once warm.

@@ -12,6 +12,7 @@ torch.ops.aten._flash_attention_forward.
 
   python3 tools/bench/python_recipe.py --mix standard --cases 1000
   python3 tools/bench/python_recipe.py --mix realistic --runs 3
+  python3 tools/bench/python_recipe.py --pass backward --mix both --cases 300 --runs 1
 
 The standard mix draws from the distribution of search/generators.cc standard_mix_gen (B 1-4, q_len 1-512,
 k_len = q_len + 0-256, Hk in {1,2,4,8}, g in {1,2,3,4,8}, d in {64,128}, bf16, 60% causal, 20% a window
@@ -103,35 +104,60 @@ class Timer:
         return Ctx()
 
 
-def run_case(case, timer, gen):
-    """One case of the recipe; returns whether the kernel passes the 2x rule."""
+def run_case(case, timer, gen, backward=False):
+    """One case of the recipe; returns whether the kernel passes the rule (the backward: every gradient)."""
     lq, lk, h, hk, d, causal, window = case
     dev, dt = "cuda", torch.bfloat16
     b = len(lq)
     t = timer or Timer()
+    wl, wr = (None if window[0] < 0 else window[0]), (None if window[1] < 0 else window[1])
     with t.stage("inputs"):
         mq, mk = max(lq), max(lk)
         q = torch.randn(b, mq, h, d, device=dev, dtype=dt, generator=gen)
         k = torch.randn(b, mk, hk, d, device=dev, dtype=dt, generator=gen)
         v = torch.randn(b, mk, hk, d, device=dev, dtype=dt, generator=gen)
+        g = torch.randn(b, mq, h, d, device=dev, dtype=dt, generator=gen) if backward else None
         qmask = torch.arange(mq, device=dev).view(1, -1) < torch.tensor(lq, device=dev).view(-1, 1)
         kmask = torch.arange(mk, device=dev).view(1, -1) < torch.tensor(lk, device=dev).view(-1, 1)
         cu_q = torch.tensor([0] + list(__import__("itertools").accumulate(lq)), device=dev, dtype=torch.int32)
         cu_k = torch.tensor([0] + list(__import__("itertools").accumulate(lk)), device=dev, dtype=torch.int32)
         q_un, k_un, v_un = q[qmask], k[kmask], v[kmask]
     with t.stage("kernel"):
-        out_un = torch.ops.aten._flash_attention_forward(
-            q_un, k_un, v_un, cu_q, cu_k, mq, mk, 0.0, causal, False,
-            window_size_left=None if window[0] < 0 else window[0], window_size_right=None if window[1] < 0 else window[1])[0]
+        out_un, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
+            q_un, k_un, v_un, cu_q, cu_k, mq, mk, 0.0, causal, False, window_size_left=wl, window_size_right=wr)
+        if backward:
+            grads_un = torch.ops.aten._flash_attention_backward(
+                g[qmask], q_un, k_un, v_un, out_un, lse, cu_q, cu_k, mq, mk, 0.0, causal, rng, unused,
+                window_size_left=wl, window_size_right=wr)
+    if not backward:
+        with t.stage("reference fp32"):
+            out_ref = attention_ref(q, k, v, qmask, kmask, causal, window, upcast=True, reorder_ops=False)
+        with t.stage("baseline"):
+            out_pt = attention_ref(q, k, v, qmask, kmask, causal, window, upcast=False, reorder_ops=True)
+        with t.stage("compare"):
+            out = torch.zeros_like(q)
+            out[qmask] = out_un
+            fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max().item()
+            ok = (out - out_ref).abs().max().item() <= 2 * (out_pt - out_ref).abs().max().item() + fwd_atol
+        return ok
+
+    # The backward as flash-attn's tests check it (test_flash_attn_varlen_output): autograd through attention_ref in
+    # fp32 and in the dtype, and each gradient within 3x the dtype's error.
+    def grads(upcast, reorder_ops):
+        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+        out = attention_ref(*leaves, qmask, kmask, causal, window, upcast=upcast, reorder_ops=reorder_ops)
+        return torch.autograd.grad(out, leaves, g)
+
     with t.stage("reference fp32"):
-        out_ref = attention_ref(q, k, v, qmask, kmask, causal, window, upcast=True, reorder_ops=False)
+        ref = grads(True, False)
     with t.stage("baseline"):
-        out_pt = attention_ref(q, k, v, qmask, kmask, causal, window, upcast=False, reorder_ops=True)
+        pt = grads(False, True)
     with t.stage("compare"):
-        out = torch.zeros_like(q)
-        out[qmask] = out_un
-        fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max().item()
-        ok = (out - out_ref).abs().max().item() <= 2 * (out_pt - out_ref).abs().max().item() + fwd_atol
+        ok = True
+        for got_un, mask, r, p in zip(grads_un, (qmask, kmask, kmask), ref, pt):
+            got = torch.zeros_like(r)
+            got[mask] = got_un
+            ok = ok and (got - r).abs().max().item() <= 3 * (p - r).abs().max().item()
     return ok
 
 
@@ -163,12 +189,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--runs", type=int, default=3, help="timed runs per realistic shape")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
+                    help="backward: dQ, dK, dV through the kernel's backward against autograd through attention_ref")
     a = ap.parse_args()
+    bw = a.which == "backward"
     if not torch.cuda.is_available():
         print("python_recipe: no CUDA device", file=sys.stderr)
         return 2
     print(f"python recipe (flash-attn tests' attention_ref, 2x rule) on {torch.cuda.get_device_name(0)}, "
-          f"torch {torch.__version__}, kernel aten._flash_attention_forward")
+          f"torch {torch.__version__}, kernel aten._flash_attention_forward" + (" and _backward" if bw else ""))
     gen = torch.Generator(device="cuda")
     gen.manual_seed(a.seed)
     status = 0
@@ -176,25 +205,25 @@ def main():
         rng = random.Random(a.seed)
         cases = [standard_case(rng) for _ in range(a.warmup + a.cases)]
         for c in cases[:a.warmup]:
-            run_case(c, None, gen)
+            run_case(c, None, gen, bw)
         torch.cuda.synchronize()
         start = time.perf_counter()
-        passed = sum(run_case(c, None, gen) for c in cases[a.warmup:])
+        passed = sum(run_case(c, None, gen, bw) for c in cases[a.warmup:])
         torch.cuda.synchronize()
         s = time.perf_counter() - start
         tokens = sum(sum(c[0]) for c in cases[a.warmup:]) / max(a.cases, 1)
-        print(f"standard mix: {a.cases} cases in {s:.2f} s = {a.cases / s:.1f} cases/s ({passed} pass, "
+        print(f"standard mix{', backward' if bw else ''}: {a.cases} cases in {s:.2f} s = {a.cases / s:.1f} cases/s ({passed} pass, "
               f"{a.cases - passed} fail); {tokens:.0f} query tokens per case")
         status |= passed != a.cases
     if a.mix in ("realistic", "both"):
-        print(f"realistic shapes (bf16, GQA 4:1, d 128, causal), ms per case, mean of {a.runs} runs after 1 warm-up:")
+        print(f"realistic shapes{', backward' if bw else ''} (bf16, GQA 4:1, d 128, causal), ms per case, mean of {a.runs} runs after 1 warm-up:")
         cols = ["inputs", "kernel", "reference fp32", "baseline", "compare"]
         print(f"{'shape':<24} " + " ".join(f"{c:>14}" for c in cols) + f" {'harness':>10} {'h/kernel':>9}  verdicts")
         for name, c in realistic_cases():
             try:
-                run_case(c, None, gen)
+                run_case(c, None, gen, bw)
                 t = Timer()
-                passed = sum(run_case(c, t, gen) for _ in range(a.runs))
+                passed = sum(run_case(c, t, gen, bw) for _ in range(a.runs))
             except torch.OutOfMemoryError as e:
                 print(f"{name:<24} out of memory: {str(e).splitlines()[0]}")
                 torch.cuda.empty_cache()

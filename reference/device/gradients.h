@@ -1,0 +1,23 @@
+// The device gradient reference: dQ, dK and dV of a backward case on the GPU, exact in fp64 with their fp32
+// sensitivities (the fp64 host reference's definition, reference/host/gradients.h, and its per-key formula,
+// reference/key_share.h), and the low-precision baseline the gradient rule scales from, the host baseline's rounding
+// steps in fp32. One warp per query row and head (dQ) or per key and KV head (dK, dV, summed over the group), so
+// nothing is accumulated with atomics and every run gives the same bits. Checked against the host by the
+// device-gradient-reference property and reference/device/gradients_test.cc (label gpu), judged by
+// reference/gradient_agreement.h. Host-callable, no CUDA headers.
+#pragma once
+
+#include <string>
+
+#include "core/case_tensors.h"
+#include "core/kernel_case.h"
+
+namespace flashcheck::device {
+
+// Both need a validated backward case (packed K/V, no cache) and its tensors with dout; they upload the tensors to
+// device slots named after `slot` and return the results on the host, in GradientResult's packed layouts.
+GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot = "grad.truth");
+GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t,
+                                              const std::string& slot = "grad.baseline");
+
+}  // namespace flashcheck::device
