@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/option_checks.h"
 #include "cli/report.h"
+#include "core/error.h"
+#include "core/files.h"
 #include "core/input_limits.h"
 #include "properties/integration_property.h"
 #include "search/fuzz.h"
@@ -40,9 +43,19 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   std::vector<std::unique_ptr<Property>> per_profile;
   std::vector<const Property*> runs;
   if (!resolve_runs(o.properties, o.profiles, "flashcheck fuzz", per_profile, runs)) return kExitUsage;
+  if (const std::string why = reproduce_problem(o.reproduce); !why.empty()) {
+    fmt::print(stderr, "flashcheck fuzz: --reproduce: {}\n", printable(why, 300));
+    return kExitUsage;
+  }
   if (o.cases <= 0 && o.time <= 0 && o.reproduce.empty()) {
     fmt::print(stderr, "flashcheck fuzz: give --cases N or --time SECONDS\n");
     return kExitUsage;
+  }
+  // One run at a time per output folder: two would save their crashes under each other's in-flight cases.
+  std::optional<FolderLock> lock;
+  if (!o.out.empty()) {
+    ensure_output_dir(o.out);
+    lock.emplace(o.out, ".flashcheck-fuzz.lock", "flashcheck fuzz");
   }
   const bool tty = ::isatty(STDERR_FILENO);
   nlohmann::json all = nlohmann::json::array();

@@ -47,8 +47,10 @@ int run_gate(const GateOptions& o) {
   plan.found_dir = (fs::path(o.out) / "found").string();
   plan.mutants = o.mutants;
   ensure_output_dir(o.out);  // before the run: an unwritable --out is an error now, not after minutes of work
+  check_gate_outputs(o.out, o.force);
+  const FolderLock lock(o.out, ".flashcheck-gate.lock", "flashcheck gate");
   const GateResult g = flashcheck::run_gate(fixtures, kernels, plan, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
-  write_gate_files(g, o.out);
+  write_gate_files(g, o.out, o.force);
   if (o.json) std::cout << gate_json(g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << gate_markdown(g);
   return g.ok() ? kExitOk : kExitFailure;

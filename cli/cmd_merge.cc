@@ -15,7 +15,7 @@ int run_merge(const MergeOptions& o) {
     return kExitUsage;
   }
   try {
-    write_merge_files(m, o.out);
+    write_merge_files(m, o.out, o.force);
   } catch (const std::exception& e) {
     fmt::print(stderr, "flashcheck merge: cannot write {}: {}\n", o.out, e.what());
     return kExitUsage;

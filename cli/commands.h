@@ -101,6 +101,7 @@ int run_campaign_command(const CampaignCommandOptions& o);
 struct MergeOptions {
   std::vector<std::string> dirs;
   std::string out = "merged";
+  bool force = false;  // replace a summary.md, junit.xml or report.json in --out that merge did not write
   bool html = true;
 };
 int run_merge(const MergeOptions& o);
@@ -111,6 +112,7 @@ struct GateOptions {
   std::int64_t cases = 0;            // per kernel and property; 0: the gate's default
   std::uint64_t seed = 1;
   std::string out = "out/gate";
+  bool force = false;  // replace a summary.md, junit.xml or report.json in --out that the gate did not write
   bool mutants = true;
   bool json = false;
 };

@@ -14,7 +14,10 @@ std::string gate_markdown(const GateResult& g);
 nlohmann::json gate_json(const GateResult& g);
 std::string gate_junit(const GateResult& g);
 
-// Writes junit.xml, summary.md and report.json into `dir`.
-void write_gate_files(const GateResult& g, const std::string& dir);
+// Refuses (OutputError) when `dir` holds a junit.xml, summary.md or report.json the gate did not write, or a link or
+// other non-file in their place (core/files.h check_replaceable), unless `force`: called before the gate runs.
+void check_gate_outputs(const std::string& dir, bool force);
+// Writes junit.xml, summary.md and report.json into `dir`, each atomically, after the same check.
+void write_gate_files(const GateResult& g, const std::string& dir, bool force);
 
 }  // namespace flashcheck::cli

@@ -1,6 +1,7 @@
 // flashcheck: differential testing of flash-attention kernels. `flashcheck --help` lists the commands.
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <fmt/format.h>
 #include <new>
 
@@ -31,6 +32,9 @@ void add_case_size_options(CLI::App* cmd, flashcheck::cli::CaseSizeOptions& s) {
 int main(int argc, char** argv) {
   using namespace flashcheck::cli;
   set_command_name(argc > 0 ? argv[0] : nullptr);
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the writers report with the previous file
+  // intact, instead of SIGXFSZ killing the command with partial files left.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"flashcheck: differential testing and verification of flash-attention kernels"};
   app.require_subcommand(1);
   app.fallthrough();  // --plugin may follow the command
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
       "merge", "Merge campaign directories (shards, resumed runs) into one report: summary.md, report.json, junit.xml, report.html");
   cmd_merge->add_option("dirs", merge.dirs, "Campaign directories")->required();
   cmd_merge->add_option("--out,-o", merge.out, "Directory for the merged reports")->capture_default_str();
+  cmd_merge->add_flag("--force", merge.force, "Replace report files in --out that merge did not write (or links in their place)");
   cmd_merge->add_flag("!--no-html", merge.html, "Skip report.html (the plots)");
 
   GateOptions gate;
@@ -136,6 +141,7 @@ int main(int argc, char** argv) {
       ->take_all();
   cmd_gate->add_option("--cases,-n", gate.cases, "Cases per kernel and property (default: sized for CI)");
   cmd_gate->add_option("--seed,-s", gate.seed, "Seed of the property runs")->capture_default_str();
+  cmd_gate->add_flag("--force", gate.force, "Replace report files in --out that the gate did not write (or links in their place)");
   cmd_gate->add_option("--out,-o", gate.out, "Directory for junit.xml, summary.md, report.json and found fixtures")
       ->capture_default_str();
   cmd_gate->add_flag("!--no-mutants", gate.mutants, "Skip the mutant kill run");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,6 +125,38 @@ bool write_file_atomic(const std::string& path, std::string_view bytes, Overwrit
     if (dir.fd >= 0) ::fsync(dir.fd);
   }
   return true;
+}
+
+void check_replaceable(const std::string& path, const std::function<bool(std::string_view head)>& ours, bool force) {
+  if (force) return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // nothing there
+  const char* again = "; move it away, choose another --out, or pass --force to replace it";
+  if (!S_ISREG(st.st_mode))
+    throw OutputError(path, fmt::format("is {}, not a file this command wrote{}", S_ISLNK(st.st_mode) ? "a symbolic link" : kind_of(st.st_mode), again));
+  std::string head(64 * 1024, '\0');
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
+  ssize_t n = f.fd < 0 ? -1 : ::read(f.fd, head.data(), head.size());
+  head.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  if (n < 0 || !ours(head)) throw OutputError(path, fmt::format("exists and was not written by this command{}", again));
+}
+
+FolderLock::FolderLock(const std::string& dir, const std::string& name, const std::string& what) {
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) {
+    const int e = errno;
+    throw OutputError(path, fmt::format("cannot open the folder's lock: {}", std::strerror(e)));
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw OutputError(dir, fmt::format("another {} is writing into this folder (it holds {}); give this one another --out", what, name));
+  }
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void ensure_output_dir(const std::string& dir) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,11 @@ enum class Overwrite { kReplace, kKeep };
 bool write_file_atomic(const std::string& path, std::string_view bytes, Overwrite mode = Overwrite::kReplace,
                        bool durable = true);
 
+// Refuses to replace what the command did not write: throws OutputError naming `path` when something is there that
+// is not a regular file (a link, even to a file of ours; a folder, a FIFO) or is a file `ours` does not recognize from
+// its first bytes (up to 64 KiB) -- a user's summary.md in the folder given as --out. Nothing there, or `force`: fine.
+void check_replaceable(const std::string& path, const std::function<bool(std::string_view head)>& ours, bool force);
+
 // Creates the output folder `dir` (and its parents). Throws OutputError when it cannot be a writable folder:
 // the path is a file or a device (/dev/null), lies under a file, or is read-only.
 void ensure_output_dir(const std::string& dir);
@@ -35,6 +41,21 @@ void ensure_output_dir(const std::string& dir);
 // Moves an existing file to a free name "<path>.kept-<n>" (never replacing anything) and returns that name;
 // "" when there is no such file. Throws OutputError when it exists but cannot be moved.
 std::string move_aside(const std::string& path);
+
+// Holds an exclusive lock on DIR/`name` (flock, released when the process ends however it ends) while a command
+// writes into DIR: two runs with one output folder would interleave their files (two fuzz runs saved crashes under
+// each other's cases). Throws OutputError naming the folder when another process holds it; `what` says which
+// command, for that message.
+class FolderLock {
+ public:
+  FolderLock(const std::string& dir, const std::string& name, const std::string& what);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // Whether something (a file, a folder, a dangling link) exists at `path`.
 bool path_exists(const std::string& path);

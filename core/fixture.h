@@ -70,7 +70,8 @@ Fixture fixture_from_text(std::string_view text, const std::string& path);
 // With Overwrite::kKeep an existing descriptor is left as it is and the result is false. Throws OutputError.
 bool save_fixture(const Fixture& f, Overwrite mode = Overwrite::kReplace);
 
-// Every *.json fixture under a directory (recursively, sorted), or the file itself.
+// Every *.json entry under a directory but folders (recursively, sorted; a dangling link or a FIFO is listed, so that
+// reading it reports it), or the file itself.
 std::vector<std::string> find_fixture_files(const std::string& path);
 
 // Stable 16-hex-digit hash of a case's canonical JSON: names found fixtures and de-duplicates them.

@@ -15,9 +15,9 @@
 #include <optional>
 #include <poll.h>
 #include <set>
-#include <sys/file.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "core/files.h"
 #include "kernels/devices.h"
 #include "search/campaign_journal.h"
@@ -52,22 +52,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // Holds DIR/lock while the campaign runs: two processes on one directory would both append to its journal.
-class DirLock {
- public:
-  explicit DirLock(const std::string& dir) {
-    const std::string path = (fs::path(dir) / "lock").string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw CampaignError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0)
-      throw CampaignError(fmt::format("{}: another flashcheck campaign is running in this directory", dir));
+std::unique_ptr<FolderLock> lock_campaign(const std::string& dir) {
+  try {
+    return std::make_unique<FolderLock>(dir, "lock", "flashcheck campaign");
+  } catch (const OutputError& e) {
+    throw CampaignError(e.what());
   }
-  ~DirLock() { ::close(fd_); }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
+}
 
 // Writes campaign.json, or checks that the one there is this campaign (its time budget may change).
 void settle_definition(const CampaignSpec& spec, const std::string& dir) {
@@ -88,9 +79,7 @@ void settle_definition(const CampaignSpec& spec, const std::string& dir) {
                                         "same options or give another --out",
                                         path.string(), field, field, was.value(field, nlohmann::json()).dump(), value.dump()));
   }
-  const std::string tmp = path.string() + ".tmp";
-  std::ofstream(tmp) << to_json(spec).dump(2) << "\n";
-  fs::rename(tmp, path);
+  write_file_atomic(path.string(), to_json(spec).dump(2) + "\n");
 }
 
 // The supervisor's view of one worker slot.
@@ -430,7 +419,7 @@ CampaignOutcome run_campaign(const CampaignSpec& spec, const std::vector<std::pa
   o.dir = fs::path(o.dir).lexically_normal().string();
   while (o.dir.size() > 1 && o.dir.back() == '/') o.dir.pop_back();
   fs::create_directories(o.dir);
-  const DirLock lock(o.dir);
+  const std::unique_ptr<FolderLock> lock = lock_campaign(o.dir);
   settle_definition(spec, o.dir);
   remove_tree((fs::path(o.dir) / "workers").string());  // in-flight descriptors of a killed run are stale
   const JournalContents before = read_journal((fs::path(o.dir) / "journal.jsonl").string());

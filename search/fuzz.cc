@@ -148,6 +148,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
   const auto property = rc::detail::toProperty([&st, &gen]() { st.on_case(*gen); });
 
   QuietListener listener;
+  if (const std::string why = reproduce_problem(o.reproduce); !why.empty()) throw std::invalid_argument("--reproduce: " + why);
   std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
   if (!o.reproduce.empty())
     for (const auto& [key, r] : rc::detail::configFromString(o.reproduce).reproduce) reproduce_map[id] = r;  // one property
@@ -224,6 +225,18 @@ std::uint64_t chunk_seed(std::uint64_t seed, int chunk) {  // splitmix64 of the 
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+std::string reproduce_problem(const std::string& s) {
+  if (s.empty()) return "";
+  try {
+    const std::size_t n = rc::detail::configFromString(s).reproduce.size();
+    if (n == 1) return "";
+    return n == 0 ? "holds no reproduce= entry (give the rc_reproduce string of a found fixture, e.g. \"reproduce=...\")"
+                  : fmt::format("holds {} reproduce entries; a fuzz run replays one", n);
+  } catch (const std::exception& e) {
+    return std::string("not a RapidCheck reproduce string: ") + e.what();
+  }
 }
 
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks) {

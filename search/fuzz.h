@@ -35,7 +35,7 @@ struct FuzzOptions {
   bool stop_at_first_failure = false;  // the mutant matrix wants cases-to-first-kill, not a campaign
   std::string out_dir;                 // where found fixtures and the in-flight case go ("": nowhere)
   std::string inflight_dir;            // where the in-flight case goes instead ("": out_dir); one per worker
-  std::string reproduce;               // RC_PARAMS "reproduce=..." string: replay that one failure
+  std::string reproduce;               // RC_PARAMS "reproduce=..." string: replay that one failure (reproduce_problem)
   std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
 };
 
@@ -64,6 +64,10 @@ class FuzzAborted : public std::runtime_error {
 
 // Why `p` cannot run on `k` at all (its contract lacks what the property needs), or "".
 std::string not_applicable_reason(const Kernel& k, const Property& p, const GenLimits& lim = {});
+
+// Why `s` is not a reproduce string a fuzz run can replay (RapidCheck's config with exactly one reproduce= entry), or
+// "" when it is (or is empty). run_fuzz throws std::invalid_argument with it; the CLI refuses it first (exit 2).
+std::string reproduce_problem(const std::string& s);
 
 // Runs in this process. Throws OutputError when the output folder cannot be written.
 FuzzReport run_fuzz(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzHooks& hooks = {});

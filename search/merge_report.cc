@@ -152,11 +152,27 @@ std::string merge_junit(const MergeResult& m) {
                      m.units.size(), failures, skipped, seconds, cases);
 }
 
-void write_merge_files(const MergeResult& m, const std::string& dir) {
-  fs::create_directories(dir);
-  std::ofstream(fs::path(dir) / "report.json") << merge_json(m).dump(2) << "\n";
-  std::ofstream(fs::path(dir) / "summary.md") << merge_markdown(m);
-  std::ofstream(fs::path(dir) / "junit.xml") << merge_junit(m);
+namespace {
+
+bool merge_report(std::string_view head) { return head.find("\"format\": \"flashcheck-merge/") != std::string_view::npos; }
+bool merge_summary(std::string_view head) { return head.rfind("# flashcheck campaign merge", 0) == 0; }
+bool merge_junit_file(std::string_view head) { return head.find("<testsuite name=\"flashcheck-campaign\"") != std::string_view::npos; }
+
+}  // namespace
+
+void check_merge_outputs(const std::string& dir, bool force) {
+  check_replaceable((fs::path(dir) / "report.json").string(), merge_report, force);
+  check_replaceable((fs::path(dir) / "summary.md").string(), merge_summary, force);
+  check_replaceable((fs::path(dir) / "junit.xml").string(), merge_junit_file, force);
+}
+
+void write_merge_files(const MergeResult& m, const std::string& dir, bool force) {
+  ensure_output_dir(dir);
+  check_merge_outputs(dir, force);
+  write_file_atomic((fs::path(dir) / "report.json").string(),
+                    merge_json(m).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomic((fs::path(dir) / "summary.md").string(), merge_markdown(m));
+  write_file_atomic((fs::path(dir) / "junit.xml").string(), merge_junit(m));
 }
 
 std::string write_merge_html(const std::string& dir) {

@@ -14,8 +14,12 @@ nlohmann::json merge_json(const MergeResult& m);
 std::string merge_markdown(const MergeResult& m);
 std::string merge_junit(const MergeResult& m);
 
-// Writes report.json, summary.md and junit.xml into `dir`.
-void write_merge_files(const MergeResult& m, const std::string& dir);
+// Refuses (OutputError) when `dir` holds a report.json, summary.md or junit.xml merge did not write, or a link or other
+// non-file in their place (core/files.h check_replaceable), unless `force`.
+void check_merge_outputs(const std::string& dir, bool force);
+// Writes report.json, summary.md and junit.xml into `dir`, each atomically (a full disk leaves the previous ones),
+// after the same check.
+void write_merge_files(const MergeResult& m, const std::string& dir, bool force);
 
 // Runs tools/campaign_report.py on dir/report.json to write dir/report.html with the build's Python (or the
 // FLASHCHECK_PYTHON of the environment). Returns "" on success, else why there is no report.html or why it
