@@ -12,9 +12,9 @@
 //   grad-race               16 runs of one case: the same bits, or within the rule of the first (GPU kernels)
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -624,10 +624,9 @@ class GradFiniteDifference : public GradientProperty {
   }
 };
 
-}  // namespace
-
 // One case's backward run kRaceRuns times: a deterministic contract promises the same bits every time (FA2's
-// deterministic mode; the race-condition test of flash-attention's tests/test_flash_attn.py reruns one large case);
+// deterministic mode; flash-attention's tests/test_flash_attn.py test_flash_attn_race_condition reruns one case of
+// batch 60, "sometimes we need large batch size for the race conditions to trigger", 250 times);
 // any other backward must stay within the rule of its first run (atomics reorder sums by rounding; a lost or doubled
 // update is far past that). GPU kernels only: that is where the races are, and grad-determinism reruns a CPU backward.
 class GradRace : public GradientProperty {
@@ -680,6 +679,8 @@ class GradRace : public GradientProperty {
     v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
   }
 };
+
+}  // namespace
 
 const std::vector<const Property*>& gradient_properties() {
   static const GradConformance conformance;
