@@ -334,16 +334,10 @@ unsigned grid_for(const Params& p) {
   return static_cast<unsigned>((cells + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
-// Launches kernel<kT> with the smallest kT in {1, 2, 4, 8, 16} such that 32 kT >= dv: fewer registers and no
-// dead channel loops for the common head dims.
+// kT covers dv: the channels each lane owns in P.V.
 template <template <int> class Launch>
 void dispatch_dv(const Params& p) {
-  const int t = (p.dv + 31) / 32;
-  if (t <= 1) Launch<1>::run(p);
-  else if (t <= 2) Launch<2>::run(p);
-  else if (t <= 4) Launch<4>::run(p);
-  else if (t <= 8) Launch<8>::run(p);
-  else Launch<16>::run(p);
+  launch_for_head_dim<Launch>(p.dv, p);
 }
 template <int kT>
 struct LaunchReference {

@@ -430,15 +430,10 @@ __global__ void base_dkdv_kernel(Params p) {
 
 unsigned blocks(long long warps) { return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
-// Calls Launch<kT>::run with the smallest kT in {1, 2, 4, 8, 16} such that 32 kT covers both head dims.
+// kT covers both head dims: a lane owns values along d (dQ, dK) and along dv (O, dV).
 template <template <int> class Launch>
 void dispatch(const Params& p) {
-  const int t = (std::max(p.d, p.dv) + 31) / 32;
-  if (t <= 1) Launch<1>::run(p);
-  else if (t <= 2) Launch<2>::run(p);
-  else if (t <= 4) Launch<4>::run(p);
-  else if (t <= 8) Launch<8>::run(p);
-  else Launch<16>::run(p);
+  launch_for_head_dim<Launch>(std::max(p.d, p.dv), p);
 }
 
 template <int kT>
@@ -467,7 +462,7 @@ struct LaunchBaseline {
 // The case's inputs on the device and the parameters every kernel reads; `dc` and the uploads live in slots.
 struct Prepared {
   Params p{};
-  std::size_t dq_n = 0, dk_n = 0, dv_n = 0;
+  std::size_t cells = 0, dq_n = 0, dk_n = 0, dv_n = 0;  // (row, head) cells; gradient elements
 };
 
 Prepared prepare(const KernelCase& c, const CaseTensors& t, const DeviceCase& dc, const std::string& slot) {
@@ -505,6 +500,7 @@ Prepared prepare(const KernelCase& c, const CaseTensors& t, const DeviceCase& dc
   p.win_left = static_cast<std::int32_t>(rule.left);
   p.win_right = static_cast<std::int32_t>(rule.right);
   p.dtype = c.dtype;
+  r.cells = static_cast<std::size_t>(g.total_q * c.heads);
   r.dq_n = static_cast<std::size_t>(g.q_rows * c.heads * c.head_dim);
   r.dk_n = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.head_dim);
   r.dv_n = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.v_head_dim);
@@ -533,8 +529,7 @@ GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const
   const DeviceCase dc(c, t, slot + ".in");
   Prepared pr = prepare(c, t, dc, slot);
   Params& p = pr.p;
-  const std::size_t cells = static_cast<std::size_t>(dc.geometry().total_q * c.heads);
-  p.truth_rows = slot_of<TruthRow>(slot + ".rows", cells);
+  p.truth_rows = slot_of<TruthRow>(slot + ".rows", pr.cells);
   p.ref_dq = zeroed<double>(slot + ".dq", pr.dq_n);
   p.dq_noise = zeroed<double>(slot + ".dq_noise", pr.dq_n);
   p.dq_terms = zeroed<double>(slot + ".dq_terms", pr.dq_n);
@@ -563,8 +558,7 @@ GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTen
   const DeviceCase dc(c, t, slot + ".in");
   Prepared pr = prepare(c, t, dc, slot);
   Params& p = pr.p;
-  const std::size_t cells = static_cast<std::size_t>(dc.geometry().total_q * c.heads);
-  p.base_rows = slot_of<BaselineRow>(slot + ".rows", cells);
+  p.base_rows = slot_of<BaselineRow>(slot + ".rows", pr.cells);
   p.bdq = zeroed<float>(slot + ".dq", pr.dq_n);
   p.bdk = zeroed<float>(slot + ".dk", pr.dk_n);
   p.bdv = zeroed<float>(slot + ".dv", pr.dv_n);
