@@ -25,11 +25,12 @@
 #   GPU_REACH_SECONDS=T        seconds per property for each kernel from outside in the reach stage (default 40)
 #   GPU_CAMPAIGN_GPUS_SECONDS=T seconds of the `flashcheck campaign --gpus all` stage (default 60)
 #   backward (not in the default): the backward fixtures replayed; the device gradient reference against the host's
-#   fp64 (GPU_GRAD_REFCHECK_CASES, default 10^4); the race fixtures (fixtures/stress/backward-race.json, sixteen runs
-#   of L 4224); every gradient property on every CUDA kernel with a backward, one campaign sharing the GPU
+#   fp64 (GPU_GRAD_REFCHECK_CASES, default 10^4); every gradient property on every CUDA kernel with a backward, one campaign sharing the GPU
 #   (GPU_BACKWARD_SECONDS, default 240; GPU_BACKWARD_WORKERS, default 8; GPU_BACKWARD_SEED), then one at realistic
 #   sizes (GPU_BACKWARD_LARGE_SECONDS, default 120), merged (a campaign of 0 seconds is skipped; GPU_BACKWARD_KERNELS
 #   narrows both to some CUDA kernels)
+#   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
+#   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 set -uo pipefail
@@ -129,7 +130,7 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
 fi
 
 if has tests; then
-  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test conformance_device_test search_test; do
+  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test conformance_device_test search_test campaign_test; do
     x=$(exe "$t")
     if [ -z "$x" ]; then row "test $t" "FAILED (no executable $t under $bin)"; status=1
     elif "$x" > "$out/$t.log" 2>&1; then row "test $t" "$(grep -E '^\[  PASSED' "$out/$t.log")"
@@ -336,7 +337,9 @@ if has backward; then
   # The backward on the GPU: the gradient properties on every CUDA kernel whose contract has a backward (list --json's
   # "backward"), as one campaign whose workers share the GPU, merged. First, quick: every fixture of a gradient property
   # replayed (the backward defects found, the harness's false alarms) and tools/backward_probes.py.
-  mapfile -t bw_fixtures < <(grep -rlE --include='*.json' '"property": "(grad-|integration-(sdpa-)?backward)' fixtures)
+  # (The race fixtures, sixteen backward runs of L 4224 per kernel, are the backward-race stage.)
+  mapfile -t bw_fixtures < <(grep -rlE --include='*.json' '"property": "(grad-|integration-(sdpa-)?backward)' fixtures |
+    grep -v '^fixtures/stress/')
   fc replay fixtures/found/harness-determinism-slack-rows.json \
     "${bw_fixtures[@]}" > "$out/backward-replay.txt" 2>&1
   row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
@@ -355,10 +358,6 @@ if has backward; then
     --cases "${GPU_GRAD_REFCHECK_CASES:-10000}" --gpus 0 --workers-per-gpu "$bw_workers" --seed "$bw_seed" \
     > "$out/grad-refcheck.log" 2>&1
   merged_row "device gradients vs host fp64" "$out/grad-refcheck" "$start"
-  # Races: sixteen backward runs of flash-attention's longest test shapes on every CUDA kernel.
-  start=$(date +%s)
-  fc replay fixtures/stress/backward-race.json > "$out/backward-race.txt" 2>&1 || status=1
-  row "backward races (fixtures/stress)" "$(tail -1 "$out/backward-race.txt") ($(( $(date +%s) - start )) s)"
   start=$(date +%s)
   read -r -a bw_kernels < <(fc list --json 2> /dev/null | python3 -c '
 import json, sys
@@ -387,6 +386,16 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
       > "$out/backward-large.log" 2>&1
     merged_row "backward campaign, realistic sizes" "$out/backward-large" "$start"
   fi
+fi
+
+if has backward-race; then
+  # Races: sixteen backward runs of flash-attention's longest test shapes (fixtures/stress/backward-race.json) on every
+  # CUDA kernel with a backward, or those GPU_RACE_KERNELS names; minutes per kernel.
+  start=$(date +%s)
+  race_kernels=()
+  for k in ${GPU_RACE_KERNELS:-}; do race_kernels+=(--kernel "$k"); done
+  fc replay "${race_kernels[@]}" fixtures/stress/backward-race.json > "$out/backward-race.txt" 2>&1 || status=1
+  row "backward races (fixtures/stress)" "$(tail -1 "$out/backward-race.txt") ($(( $(date +%s) - start )) s)"
 fi
 
 if has bench-backward; then

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "search/campaign.h"
+#include "campaign/campaign.h"
 #include "search/case_gen.h"
 #include "search/coverage.h"
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +14,8 @@
 #include "core/files.h"
 #include "core/input_limits.h"
 #include "properties/integration_property.h"
+#include "report/junit.h"
+#include "search/coverage.h"
 #include "search/fuzz.h"
 
 namespace flashcheck::cli {
@@ -31,6 +34,8 @@ bool options_in_range(const FuzzCommandOptions& o) {
 
 }  // namespace
 
+std::string feature_name_list() { return fmt::format("{}", fmt::join(kernel_feature_names(), ", ")); }
+
 int run_fuzz_command(const FuzzCommandOptions& o) {
   if (!options_in_range(o)) return kExitUsage;
   if (o.out.empty()) {
@@ -43,6 +48,32 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   std::vector<std::unique_ptr<Property>> per_profile;
   std::vector<const Property*> runs;
   if (!resolve_runs(o.properties, o.profiles, "flashcheck fuzz", per_profile, runs)) return kExitUsage;
+  // The features a steered run requires, checked on every run before any starts: a name that is no feature, or
+  // features this kernel and property cannot have together.
+  GenLimits steer;
+  if (const std::string why = parse_required_features(o.require, steer); !o.require.empty() && !why.empty()) {
+    fmt::print(stderr, "flashcheck fuzz: --require: {}\n", printable(why, 600));
+    return kExitUsage;
+  }
+  if (steer.gqa_group > o.sizes.max_heads) {
+    fmt::print(stderr, "flashcheck fuzz: --require gqa={} needs at least {} query heads; --max-heads is {}\n", steer.gqa_group,
+               steer.gqa_group, o.sizes.max_heads);
+    return kExitUsage;
+  }
+  const auto run_limits = [&](FuzzOptions& fo) {
+    apply_case_sizes(o.sizes, fo.max_size, fo.limits, fo.model_limits);
+    fo.limits.require = steer.require;
+    fo.limits.gqa_group = steer.gqa_group;
+  };
+  if (!o.require.empty())
+    for (const Property* p : runs) {
+      FuzzOptions fo;
+      run_limits(fo);
+      if (const std::string why = required_features_unmet(*p, *kernels[0], fo.limits); !why.empty()) {
+        fmt::print(stderr, "flashcheck fuzz: --require: {}\n", why);
+        return kExitUsage;
+      }
+    }
   if (const std::string why = reproduce_problem(o.reproduce); !why.empty()) {
     fmt::print(stderr, "flashcheck fuzz: --reproduce: {}\n", printable(why, 300));
     return kExitUsage;
@@ -59,6 +90,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   }
   const bool tty = ::isatty(STDERR_FILENO);
   nlohmann::json all = nlohmann::json::array();
+  JunitSuite suite{"flashcheck-fuzz", 0, {}};
   bool ok = true;
   auto options = [&](const std::string& label) {
     FuzzOptions fo;
@@ -82,7 +114,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   };
   for (const Property* p : runs) {
     FuzzOptions fo = options(fmt::format("{} / {}", kernels[0]->name(), p->label()));
-    apply_case_sizes(o.sizes, fo.max_size, fo.limits, fo.model_limits);
+    run_limits(fo);
     FuzzReport r;
     try {
       r = o.isolate ? run_fuzz_isolated(*kernels[0], *p, fo, o.timeout) : run_fuzz(*kernels[0], *p, fo);
@@ -102,8 +134,11 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     ok = ok && (r.ok() || skipped);
     if (o.json) all.push_back(to_json(r));
     else print_fuzz_report(r);
+    suite.seconds += r.seconds;
+    suite.cases.push_back(junit_case(r, "fuzz", command_name()));
   }
   if (o.json) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (!o.junit.empty()) write_junit_file(o.junit, junit_xml(suite));
   return ok ? kExitOk : kExitFailure;
 }
 

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/fixture.h"
-#include "search/gate.h"
+#include "gate/gate.h"
 
 namespace flashcheck::cli {
 
@@ -51,6 +51,7 @@ int run_gate(const GateOptions& o) {
   const FolderLock lock(o.out, ".flashcheck-gate.lock", "flashcheck gate");
   const GateResult g = flashcheck::run_gate(fixtures, kernels, plan, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   write_gate_files(g, o.out, o.force);
+  if (!o.junit.empty()) write_junit_file(o.junit, gate_junit(g));
   if (o.json) std::cout << gate_json(g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << gate_markdown(g);
   return g.ok() ? kExitOk : kExitFailure;

@@ -1,8 +1,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "search/merge.h"
-#include "search/merge_report.h"
+#include "campaign/merge.h"
+#include "campaign/merge_report.h"
 
 namespace flashcheck::cli {
 
@@ -16,6 +16,7 @@ int run_merge(const MergeOptions& o) {
   }
   try {
     write_merge_files(m, o.out, o.force);
+    if (!o.junit.empty()) write_junit_file(o.junit, merge_junit(m));
   } catch (const std::exception& e) {
     fmt::print(stderr, "flashcheck merge: cannot write {}: {}\n", o.out, e.what());
     return kExitUsage;

@@ -8,7 +8,7 @@
 #include "cli/report.h"
 #include "kernels/kernel.h"
 #include "properties/integration_property.h"
-#include "search/mutant_matrix.h"
+#include "gate/mutant_matrix.h"
 
 namespace flashcheck::cli {
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "report/junit.h"
 #include "cli/option_checks.h"
 #include "cli/report.h"
 #include "core/error.h"
@@ -31,8 +32,23 @@ int run_replay(const ReplayOptions& o) {
   if (o.json) {
     std::cout << replay_json(records).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    for (const ReplayRecord& r : records) print_replay_line(r);
+    // Quiet by default: a corpus replay is thousands of lines that went as recorded; what needs reading is what did
+    // not (a fixed bug, NOW PASSES, included), then the table and the count of known bugs that still fail.
+    std::size_t hidden = 0;
+    for (const ReplayRecord& r : records) {
+      if (o.verbose || !r.as_expected) print_replay_line(r);
+      else ++hidden;
+    }
+    if (hidden > 0) fmt::print("({} case-kernel runs went as recorded and are not shown: --verbose shows them)\n", hidden);
     print_replay_summary(records);
+  }
+  if (!o.junit.empty()) {
+    JunitSuite suite{"flashcheck-replay", 0, {}};
+    for (const ReplayRecord& r : records) {
+      suite.seconds += r.verdict.seconds;
+      suite.cases.push_back(junit_case(r));
+    }
+    write_junit_file(o.junit, junit_xml(suite));
   }
   for (const ReplayRecord& r : records)
     if (!r.as_expected) return kExitFailure;

@@ -37,6 +37,8 @@ int run_list(const ListOptions& o);
 struct ReplayOptions {
   std::vector<std::string> paths;
   std::vector<std::string> kernels;  // empty: every kernel under test
+  std::string junit;                 // also write JUnit XML here (report/junit.h)
+  bool verbose = false;              // a line for every record, not only the unexpected and the known bugs
   bool json = false;
   bool isolate = true;
   double timeout = 300;
@@ -72,12 +74,35 @@ struct FuzzCommandOptions {
   int shrink_attempts = 400;
   double shrink_seconds = 60;
   CaseSizeOptions sizes;
+  std::string require;  // "gqa=3,leftpad,causal": features every case must have
+  std::string junit;    // also write JUnit XML here
   std::string reproduce;
   bool json = false;
   bool isolate = true;
   double timeout = 120;
 };
 int run_fuzz_command(const FuzzCommandOptions& o);
+// The names `fuzz --require` takes, for its help.
+std::string feature_name_list();
+
+// `fixture new`: one kernel-level case from flags into a new fixture file (cli/cmd_fixture.cc).
+struct FixtureNewOptions {
+  std::string out, title, source, description, note, name = "case";
+  std::string property = "conformance";
+  std::string seqs;              // "1x7,3x3": queries x keys per sequence
+  std::string leftpad, seqused;  // per sequence, or one value for all
+  std::string dtype = "bf16";
+  std::int64_t heads = 1, kv_heads = 0, head_dim = 64, v_head_dim = 0;  // 0: as heads / head_dim
+  bool causal = false, top_left = false, backward = false;
+  std::string window;            // "LEFT,RIGHT"
+  double softcap = 0;
+  std::uint64_t seed = 1;
+  std::vector<std::string> expect;  // "KERNEL=VERDICT[:WHY]"
+};
+int run_fixture_new(const FixtureNewOptions& o);
+
+// --junit PATH: the XML written atomically at PATH (a link there is replaced, not followed); throws OutputError.
+void write_junit_file(const std::string& path, const std::string& xml);
 
 struct CampaignCommandOptions {
   std::string out;                                     // the campaign directory (its state)
@@ -101,6 +126,7 @@ int run_campaign_command(const CampaignCommandOptions& o);
 struct MergeOptions {
   std::vector<std::string> dirs;
   std::string out = "merged";
+  std::string junit;   // also write the JUnit XML here
   bool force = false;  // replace a summary.md, junit.xml or report.json in --out that merge did not write
   bool html = true;
 };
@@ -112,6 +138,7 @@ struct GateOptions {
   std::int64_t cases = 0;            // per kernel and property; 0: the gate's default
   std::uint64_t seed = 1;
   std::string out = "out/gate";
+  std::string junit;   // also write the JUnit XML here
   bool force = false;  // replace a summary.md, junit.xml or report.json in --out that the gate did not write
   bool mutants = true;
   bool json = false;

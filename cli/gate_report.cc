@@ -1,4 +1,6 @@
 #include "cli/gate_report.h"
+
+#include "report/junit.h"
 #include "cli/report.h"
 
 #include <filesystem>
@@ -6,26 +8,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "core/xml.h"
 #include "core/files.h"
 
 namespace flashcheck::cli {
-namespace {
-
-std::string run_problem(const FuzzReport& r) {
-  std::string p;
-  for (const Finding& f : r.findings)
-    p += fmt::format("{}: {} -- {}\n", to_string(f.verdict.kind), f.model_case ? summary(*f.model_case) : summary(f.minimized), f.verdict.reason) +
-         (f.fixture.empty() ? "" : fmt::format("  replay: {} replay {} --kernel {}\n", command_name(), f.fixture, r.kernel));
-  if (!r.coverage_missing.empty()) {
-    p += "coverage missing:";
-    for (const std::string& m : r.coverage_missing) p += " " + m;
-    p += "\n";
-  }
-  return p;
-}
-
-}  // namespace
 
 
 std::string gate_markdown(const GateResult& g) {
@@ -59,7 +44,7 @@ std::string gate_markdown(const GateResult& g) {
                       reasons.empty() ? "-" : reasons, r.ok() ? "ok" : "**FAIL**");
   }
   for (const FuzzReport& r : g.runs)
-    if (r.not_applicable.empty() && !r.ok()) md += fmt::format("\n### {} / {}\n\n```\n{}```\n", r.kernel, r.property, run_problem(r));
+    if (r.not_applicable.empty() && !r.ok()) md += fmt::format("\n### {} / {}\n\n```\n{}```\n", r.kernel, r.property, run_problems(r, command_name()));
   if (g.ran_mutants) md += "\n## Mutants\n\n" + mutant_markdown(g.mutants);
   return md;
 }
@@ -76,44 +61,19 @@ nlohmann::json gate_json(const GateResult& g) {
 }
 
 std::string gate_junit(const GateResult& g) {
-  std::string cases;
-  int tests = 0, failures = 0;
-  for (const ReplayRecord& r : g.replay) {
-    ++tests;
-    cases += fmt::format("  <testcase classname=\"replay.{}\" name=\"{}#{}{}\" time=\"{:.3f}\">", xml_escape(r.verdict.kernel),
-                         xml_escape(r.fixture), r.model_case ? "m" : "", r.case_index, r.verdict.seconds);
-    if (!r.as_expected) {
-      ++failures;
-      cases += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(r.outcome), xml_escape(describe(r.verdict)));
-    } else if (r.outcome == "unsupported") {
-      cases += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.verdict.reason));
-    }
-    cases += "</testcase>\n";
-  }
-  for (const FuzzReport& r : g.runs) {
-    ++tests;
-    cases += fmt::format("  <testcase classname=\"property.{}\" name=\"{}\" time=\"{:.3f}\">", xml_escape(r.kernel),
-                         xml_escape(r.property), r.seconds);
-    if (!r.not_applicable.empty()) {
-      cases += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_applicable));
-    } else if (!r.ok()) {
-      ++failures;
-      cases += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(gate_line(r)), xml_escape(run_problem(r)));
-    }
-    cases += "</testcase>\n";
-  }
+  JunitSuite suite{"flashcheck-gate", g.seconds, {}};
+  for (const ReplayRecord& r : g.replay) suite.cases.push_back(junit_case(r));
+  for (const FuzzReport& r : g.runs) suite.cases.push_back(junit_case(r, "property", command_name()));
   for (const MutantRow& m : g.mutants) {
-    ++tests;
-    cases += fmt::format("  <testcase classname=\"mutants\" name=\"{}\" time=\"{:.3f}\">", xml_escape(m.mutant), m.seconds);
+    JunitCase c{"mutants", m.mutant, m.seconds, JunitCase::Kind::kPassed, "", ""};
     if (!m.killed()) {
-      ++failures;
-      cases += fmt::format("<failure message=\"survived\">{} survived every property</failure>", xml_escape(m.mutant));
+      c.kind = JunitCase::Kind::kFailed;
+      c.message = "survived";
+      c.text = m.mutant + " survived every property";
     }
-    cases += "</testcase>\n";
+    suite.cases.push_back(std::move(c));
   }
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"flashcheck-gate\" "
-                     "tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n{}</testsuite>\n</testsuites>\n",
-                     tests, failures, g.seconds, cases);
+  return junit_xml(suite);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// The three renderings of what `flashcheck gate` found (search/gate.h): JUnit XML for CI systems, a markdown summary
+// The three renderings of what `flashcheck gate` found (gate/gate.h): JUnit XML for CI systems, a markdown summary
 // (per kernel x property: cases, failures, worst ratio, unsupported counts and reasons) and JSON.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "search/gate.h"
+#include "gate/gate.h"
 
 namespace flashcheck::cli {
 

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
       ->expected(1)
       ->take_all();
   cmd_replay->add_flag("--json", replay.json, "Machine-readable output");
+  cmd_replay->add_flag("--verbose,-v", replay.verbose,
+                       "A line for every case x kernel (default: only those that did not go as recorded, then the table)");
+  cmd_replay->add_option("--junit", replay.junit, "Also write the results as JUnit XML to this file");
   cmd_replay->add_flag("!--no-isolate", replay.isolate, "Run kernels in this process (for debuggers)");
   cmd_replay->add_option("--timeout", replay.timeout, "Seconds before a case counts as hung")->capture_default_str();
 
@@ -86,8 +89,12 @@ int main(int argc, char** argv) {
   cmd_fuzz->add_option("--out,-o", fuzz.out, "Directory for found fixtures and the in-flight case")->capture_default_str();
   cmd_fuzz->add_option("--shrink-attempts", fuzz.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
   cmd_fuzz->add_option("--shrink-seconds", fuzz.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
+  cmd_fuzz->add_option("--require", fuzz.require,
+                       "Features every case must have, comma-separated (kernel-level properties): gqa=N (N query heads "
+                       "per KV head), " + feature_name_list());
   cmd_fuzz->add_option("--reproduce", fuzz.reproduce, "Replay one failure from its RapidCheck reproduce string");
   cmd_fuzz->add_flag("--json", fuzz.json, "Machine-readable report");
+  cmd_fuzz->add_option("--junit", fuzz.junit, "Also write the results as JUnit XML to this file");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
   cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
   add_case_size_options(cmd_fuzz, fuzz.sizes);
@@ -131,6 +138,7 @@ int main(int argc, char** argv) {
   cmd_merge->add_option("--out,-o", merge.out, "Directory for the merged reports")->capture_default_str();
   cmd_merge->add_flag("--force", merge.force, "Replace report files in --out that merge did not write (or links in their place)");
   cmd_merge->add_flag("!--no-html", merge.html, "Skip report.html (the plots)");
+  cmd_merge->add_option("--junit", merge.junit, "Also write junit.xml's content to this file");
 
   GateOptions gate;
   auto* cmd_gate = app.add_subcommand(
@@ -141,6 +149,7 @@ int main(int argc, char** argv) {
       ->take_all();
   cmd_gate->add_option("--cases,-n", gate.cases, "Cases per kernel and property (default: sized for CI)");
   cmd_gate->add_option("--seed,-s", gate.seed, "Seed of the property runs")->capture_default_str();
+  cmd_gate->add_option("--junit", gate.junit, "Also write junit.xml's content to this file");
   cmd_gate->add_flag("--force", gate.force, "Replace report files in --out that the gate did not write (or links in their place)");
   cmd_gate->add_option("--out,-o", gate.out, "Directory for junit.xml, summary.md, report.json and found fixtures")
       ->capture_default_str();
@@ -238,6 +247,38 @@ int main(int argc, char** argv) {
   cmd_live->add_option("--shrink-rounds", live.shrink_rounds, "Shrink rounds per finding")->capture_default_str();
   cmd_live->add_flag("--json", live.json, "Machine-readable report (as fuzz --json)");
 
+  FixtureNewOptions fixture_new;
+  auto* cmd_fixture = app.add_subcommand("fixture", "Make fixture files (a reported issue as a replayable case)");
+  cmd_fixture->require_subcommand(1);
+  auto* cmd_fixture_new = cmd_fixture->add_subcommand(
+      "new", "Write a new fixture with one kernel-level case given by flags (fixtures/README.md has every field)");
+  cmd_fixture_new->add_option("--out,-o", fixture_new.out, "The fixture file to create (.json; never overwritten)")->required();
+  cmd_fixture_new->add_option("--title", fixture_new.title, "What the fixture reproduces, in one line")->required();
+  cmd_fixture_new->add_option("--seqs", fixture_new.seqs, "Sequences as QxK, comma-separated: 1x7,3x3")->required();
+  cmd_fixture_new->add_option("--source", fixture_new.source, "Link to the report (an issue, a pull request)");
+  cmd_fixture_new->add_option("--description", fixture_new.description, "The analysis: what goes wrong and why");
+  cmd_fixture_new->add_option("--note", fixture_new.note, "A note on the case");
+  cmd_fixture_new->add_option("--name", fixture_new.name, "The case's name")->capture_default_str();
+  cmd_fixture_new->add_option("--property,-p", fixture_new.property, "What replay checks: " + property_name_list())
+      ->capture_default_str();
+  cmd_fixture_new->add_option("--dtype", fixture_new.dtype, "fp32, fp16 or bf16")->capture_default_str();
+  cmd_fixture_new->add_option("--heads", fixture_new.heads, "Query heads")->capture_default_str();
+  cmd_fixture_new->add_option("--kv-heads", fixture_new.kv_heads, "KV heads (default: --heads; fewer: GQA)");
+  cmd_fixture_new->add_option("--head-dim", fixture_new.head_dim, "Head dim of Q and K")->capture_default_str();
+  cmd_fixture_new->add_option("--v-head-dim", fixture_new.v_head_dim, "Head dim of V (default: --head-dim)");
+  cmd_fixture_new->add_flag("--causal", fixture_new.causal, "Causal mask (bottom-right aligned unless --top-left)");
+  cmd_fixture_new->add_flag("--top-left", fixture_new.top_left, "Top-left causal/window alignment");
+  cmd_fixture_new->add_option("--window", fixture_new.window, "Sliding window LEFT,RIGHT (-1: unbounded)");
+  cmd_fixture_new->add_option("--softcap", fixture_new.softcap, "Logit softcap (0: none)");
+  cmd_fixture_new->add_option("--leftpad", fixture_new.leftpad, "Left padding of the keys, per sequence or one for all");
+  cmd_fixture_new->add_option("--seqused-k", fixture_new.seqused, "Keys used, per sequence or one for all");
+  cmd_fixture_new->add_flag("--backward", fixture_new.backward, "A backward case (a normal upstream gradient dO)");
+  cmd_fixture_new->add_option("--seed", fixture_new.seed, "Seed of the case's data")->capture_default_str();
+  cmd_fixture_new->add_option("--expect", fixture_new.expect,
+                              "KERNEL=VERDICT[:WHY], repeatable (VERDICT: pass, fail, error, crash, timeout, unsupported)")
+      ->expected(1)
+      ->take_all();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -259,6 +300,7 @@ int main(int argc, char** argv) {
     if (*cmd_bench) return run_bench(bench);
     if (*cmd_export) return run_export(exp);
     if (*cmd_live) return run_hf_live(live);
+    if (*cmd_fixture_new) return run_fixture_new(fixture_new);
   } catch (const flashcheck::InputError& e) {
     fmt::print(stderr, "flashcheck {}: {}\n", name, e.what());
   } catch (const flashcheck::OutputError& e) {

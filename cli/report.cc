@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "properties/integration_property.h"
 
 namespace flashcheck::cli {
@@ -70,15 +71,16 @@ bool resolve_runs(const std::vector<std::string>& properties, const std::vector<
   }
   std::vector<const Property*> props;
   if (!kernel_level.empty() && !resolve_properties(kernel_level, props)) return false;
+  // Every profile named is checked, whether or not an integration property uses it: a typo is not a silent no-op.
+  for (const std::string& n : profiles)
+    if (!hf::parse_profile(n)) {
+      fmt::print(stderr, "{}: unknown profile '{}' ({})\n", command, printable(n, 80), hf::profile_name_list());
+      return false;
+    }
   // The integration properties run once per profile, before the kernel-level properties.
   for (const IntegrationKind path : paths)
     for (const std::string& n : profiles) {
-      const auto p = hf::parse_profile(n);
-      if (!p) {
-        fmt::print(stderr, "{}: unknown profile '{}' ({})\n", command, n, hf::profile_name_list());
-        return false;
-      }
-      owned.push_back(integration_property(*p, hf::PathDefect::kNone, path));
+      owned.push_back(integration_property(*hf::parse_profile(n), hf::PathDefect::kNone, path));
       runs.push_back(owned.back().get());
     }
   runs.insert(runs.end(), props.begin(), props.end());
@@ -239,5 +241,7 @@ nlohmann::json replay_json(const std::vector<ReplayRecord>& records) {
   }
   return {{"records", arr}};
 }
+
+void write_junit_file(const std::string& path, const std::string& xml) { write_file_atomic(path, xml); }
 
 }  // namespace flashcheck::cli

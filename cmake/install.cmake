@@ -21,7 +21,7 @@ if(TARGET flashcheck_python)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/python/flashcheck_kernels DESTINATION share/flashcheck/python
         FILES_MATCHING PATTERN "*.py")
-# `flashcheck merge` draws its report.html with it (search/merge_report.cc looks in <prefix>/share/flashcheck).
+# `flashcheck merge` draws its report.html with it (campaign/merge_report.cc looks in <prefix>/share/flashcheck).
 install(FILES ${PROJECT_SOURCE_DIR}/tools/campaign_report.py DESTINATION share/flashcheck)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/flashcheckConfig.cmake.in

@@ -1,7 +1,7 @@
-// Text inside XML attributes and elements (the JUnit reports of the gate and of campaign merges). Kernel messages
-// reach these reports verbatim, so the text is made well-formed XML 1.0 whatever it holds: markup characters become
-// entities, and what XML 1.0 cannot carry at all (control characters other than tab, newline and carriage return;
-// bytes that are not well-formed UTF-8; surrogates; U+FFFE and U+FFFF) becomes '?'.
+// Text for XML attributes and elements (the JUnit reports, report/junit.h). Kernel messages reach these reports
+// verbatim, so what XML 1.0 cannot carry at all, even escaped (control characters other than tab, newline and carriage
+// return; bytes that are not well-formed UTF-8; surrogates; U+FFFE and U+FFFF), becomes '?'; the XML library escapes
+// markup.
 #pragma once
 
 #include <cstdint>
@@ -31,29 +31,14 @@ inline std::size_t xml_char_length(std::string_view s, std::size_t i) {
 
 }  // namespace detail
 
-inline std::string xml_escape(std::string_view s) {
+// What XML 1.0 cannot carry replaced by '?', nothing escaped: for an XML library, which escapes markup itself.
+inline std::string xml_text(std::string_view s) {
   std::string o;
   o.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     const std::size_t n = detail::xml_char_length(s, i);
-    if (n == 0) {
-      o += '?';
-      ++i;
-      continue;
-    }
-    if (n == 1) {
-      switch (s[i]) {
-        case '&': o += "&amp;"; break;
-        case '<': o += "&lt;"; break;
-        case '>': o += "&gt;"; break;
-        case '"': o += "&quot;"; break;
-        case '\'': o += "&apos;"; break;
-        default: o += s[i];
-      }
-    } else {
-      o.append(s.substr(i, n));
-    }
-    i += n;
+    o.append(n == 0 ? std::string_view("?") : s.substr(i, n));
+    i += n == 0 ? 1 : n;
   }
   return o;
 }

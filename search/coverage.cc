@@ -1,6 +1,8 @@
 #include "search/coverage.h"
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/geometry.h"
 
@@ -59,6 +61,51 @@ std::vector<std::string> classify(const KernelCase& c) {
   if (c.slack != Slack{}) f.push_back("slack");
   if (c.dout && c.dout->kind != DoutKind::kNormal) f.push_back(c.dout->kind == DoutKind::kZeroRows ? "dout-zero-rows" : "dout-onehot");
   return f;
+}
+
+const std::vector<std::string>& kernel_feature_names() {
+  static const std::vector<std::string> names{
+      "causal", "causal-bottom-right", "causal-top-left", "window", "softcap", "gqa", "mqa", "batch>1", "q>k",
+      "decode", "zero-length", "empty-rows", "seqused-k", "leftpad", "kv-cache", "paged", "page-size-1", "dv!=d",
+      "head-dim-not-multiple-of-8", "kv-gapped", "kv-expanded", "tile64-1", "tile64+0", "tile64+1", "len=1mod32", "onehot-v", "slack",
+      "dout-zero-rows", "dout-onehot", "dtype-fp32", "dtype-fp16", "dtype-bf16"};
+  return names;
+}
+
+std::string parse_required_features(const std::string& spec, GenLimits& lim) {
+  lim.require.clear();
+  lim.gqa_group = 0;
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    const std::size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, end - at);
+    at = end + 1;
+    if (item.empty()) return "an empty feature name (two commas, or one at an end)";
+    if (item.rfind("gqa=", 0) == 0) {
+      const std::string n = item.substr(4);
+      const bool digits = !n.empty() && n.size() <= 3 && n.find_first_not_of("0123456789") == std::string::npos;
+      const long group = digits ? std::stol(n) : 0;
+      if (group < 2 || group > 64) return fmt::format("'{}': gqa=N takes a group of 2 to 64 query heads per KV head", item);
+      lim.gqa_group = group;
+      continue;
+    }
+    const auto& names = kernel_feature_names();
+    if (std::find(names.begin(), names.end(), item) == names.end())
+      return fmt::format("'{}' is not a feature; the features are gqa=N, {}", item, fmt::join(names, ", "));
+    if (std::find(lim.require.begin(), lim.require.end(), item) == lim.require.end()) lim.require.push_back(item);
+  }
+  return "";
+}
+
+bool has_required_features(const KernelCase& c, const GenLimits& lim) {
+  if (lim.gqa_group > 0 && c.heads != lim.gqa_group * c.kv_heads) return false;
+  if (lim.require.empty()) return true;
+  const std::vector<std::string> f = classify(c);
+  const auto has = [&](const std::string& name) {
+    if (name == "causal") return c.causal;
+    return std::find(f.begin(), f.end(), name) != f.end();
+  };
+  return std::all_of(lim.require.begin(), lim.require.end(), has);
 }
 
 std::vector<std::string> required_coverage(const Contract& k, const CaseRequirements& req) {

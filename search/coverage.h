@@ -13,6 +13,7 @@
 #include "kernels/contract.h"
 #include "kernels/kernel.h"
 #include "properties/property.h"
+#include "search/limits.h"
 
 namespace flashcheck {
 
@@ -30,6 +31,15 @@ const std::vector<std::string>& required_model_coverage();
 inline constexpr std::int64_t kModelCoverageMinCases = 1000;
 // What a run of `cases` cases of `p` on `k` must reach.
 std::vector<std::string> required_coverage(const Property& p, const Contract& k, std::int64_t cases);
+
+// The kernel-level feature names `classify` can give, plus "causal" (either alignment), in the order `fuzz --help`
+// lists them.
+const std::vector<std::string>& kernel_feature_names();
+// Parses `fuzz --require` ("gqa=3,leftpad,causal": names of kernel_feature_names(), and gqa=N for a group of N query
+// heads per KV head) into lim.require and lim.gqa_group; returns why it cannot ("" when it can).
+std::string parse_required_features(const std::string& spec, GenLimits& lim);
+// Whether a case has every feature the run requires.
+bool has_required_features(const KernelCase& c, const GenLimits& lim);
 
 struct Coverage {
   std::map<std::string, std::int64_t> counts;

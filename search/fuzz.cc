@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 #include <set>
@@ -31,6 +32,16 @@ class QuietListener : public rc::detail::TestListener {
   void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
+
+// What a run must reach: the property's feature list on the run's contract, or, when the run requires features
+// (--require), those (a steered run is not expected to reach the rest).
+std::vector<std::string> run_coverage(const Property& p, const Kernel& k, const GenLimits& lim, std::int64_t cases) {
+  if (lim.require.empty() && lim.gqa_group == 0) return required_coverage(p, run_contract(k, lim), cases);
+  std::vector<std::string> r;
+  for (const std::string& f : lim.require)
+    if (f != "causal") r.push_back(f);
+  return r;
+}
 
 // Everything the property lambda updates while RapidCheck drives it.
 struct RunState {
@@ -77,6 +88,8 @@ struct RunState {
     if (narrowed_run)
       if (const KernelCase* kc = std::get_if<KernelCase>(&c); kc && !check_contract(narrowed, *kc).supported)
         RC_DISCARD("outside the run's --dtype/--head-dim");
+    if (const KernelCase* kc = std::get_if<KernelCase>(&c); kc && !has_required_features(*kc, o.limits))
+      RC_DISCARD("without a feature the run requires (--require)");
     if (!inflight.empty()) {
       try {
         write_inflight(inflight, c);
@@ -197,7 +210,7 @@ FuzzReport drive(Kernel& k, const Property& p, const FuzzOptions& o, const FuzzH
     st.coverage.refused = st.generated;
     report.coverage_refused.assign(st.generated.begin(), st.generated.end());
   }
-  report.coverage_missing = st.coverage.missing(required_coverage(p, run_contract(k, o.limits), report.cases));
+  report.coverage_missing = st.coverage.missing(run_coverage(p, k, o.limits, report.cases));
   if (!st.inflight.empty()) remove_file(st.inflight);
   if (!st.harness_error.empty()) throw FuzzAborted(st.harness_error, std::move(report));
   return report;
@@ -348,10 +361,32 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
   Coverage cov;
   cov.counts = total.coverage;
   cov.refused.insert(total.coverage_refused.begin(), total.coverage_refused.end());
-  total.coverage_missing = total.not_applicable.empty() ? cov.missing(required_coverage(p, run_contract(k, o.limits), total.cases))
+  total.coverage_missing = total.not_applicable.empty() ? cov.missing(run_coverage(p, k, o.limits, total.cases))
                                                         : std::vector<std::string>{};
   if (o.out_dir.empty()) remove_tree(dir);
   return total;
+}
+
+std::string required_features_unmet(const Property& p, const Kernel& k, const GenLimits& lim) {
+  if (lim.require.empty() && lim.gqa_group == 0) return "";
+  if (p.level() == CaseLevel::kModel)
+    return fmt::format("{} draws model-level cases; --require steers kernel-level properties", p.label());
+  constexpr int kDraws = 2000;
+  const rc::Gen<AnyCase> gen = case_gen(p, k, lim, {});
+  rc::Random random(std::uint64_t{0x5eed});
+  for (int i = 0; i < kDraws; ++i) {
+    const rc::Random one = random.split();
+    try {
+      const AnyCase c = gen(one, i % 101).value();
+      if (const KernelCase* kc = std::get_if<KernelCase>(&c); kc && has_required_features(*kc, lim)) return "";
+    } catch (const std::exception&) {  // a generation failure: draw again
+    }
+  }
+  std::vector<std::string> names = lim.require;
+  if (lim.gqa_group > 0) names.push_back(fmt::format("gqa={}", lim.gqa_group));
+  return fmt::format("none of {} cases drawn for {} / {} has {}: the kernel's contract (`flashcheck list`), the property's "
+                     "requirements or the size limits (--max-len, --max-heads, --max-batch) exclude them",
+                     kDraws, k.name(), p.label(), fmt::join(names, ", "));
 }
 
 }  // namespace flashcheck

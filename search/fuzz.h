@@ -39,6 +39,10 @@ struct FuzzOptions {
   std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
 };
 
+// Why a run cannot require the features lim.require and lim.gqa_group name ("" when it can): a model-level property, or
+// none of 2,000 cases drawn for this kernel and property has them all (its contract or the sizes exclude them).
+std::string required_features_unmet(const Property& p, const Kernel& k, const GenLimits& lim);
+
 // RapidCheck runs a run in chunks of at most this many cases; chunk c is seeded chunk_seed(seed, c), so
 // chunk c of a seed holds the same cases whoever runs it (the campaigns' shards and resumes rely on it).
 inline constexpr std::int64_t kChunkCases = 500;

@@ -29,8 +29,9 @@ struct Finding {
   std::int64_t count = 1;  // failing cases with this signature that it stands for
 };
 
-// Failures with the same signature (property, verdict kind, the features of the minimized case) are one
-// finding: a long campaign on a broken kernel reports each bug once, with its smallest case.
+// Failures with the same signature (property, verdict kind, and for an error its message with the numbers blanked,
+// for a failure or crash the features of the minimized case) are one finding: a long campaign on a broken kernel
+// reports each bug once, with its smallest case and its count.
 std::string failure_signature(const std::string& property, const Finding& f);
 
 struct FuzzReport {
@@ -65,6 +66,9 @@ void add_finding(FuzzReport& r, Finding f, const std::function<std::string(const
 // signature), worst ratios, coverage. Seconds and coverage_missing are the caller's to settle. The fixture of
 // a finding replaced by a smaller one is deleted unless `keep_replaced` (files of other runs: a merge).
 void merge_reports(FuzzReport& into, const FuzzReport& part, bool keep_replaced = false);
+
+// One line for a property run: "120 cases in 1.2 s, 0 findings, worst ratio 0.61, ..." or why it did not apply.
+std::string report_line(const FuzzReport& r);
 
 nlohmann::json to_json(const FuzzReport& r);
 FuzzReport fuzz_report_from_json(const nlohmann::json& j);

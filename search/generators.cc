@@ -50,22 +50,28 @@ std::int64_t pick_length(std::int64_t cap, bool allow_zero) {
 rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req, const GenLimits& lim) {
   return rc::gen::exec([k, req, lim]() {
     KernelCase c;
+    // A feature the run requires (`fuzz --require`, GenLimits::require) is turned on instead of drawn, where the
+    // contract allows it; the run discards the cases that still lack one.
+    const auto want = [&lim](const char* feature) {
+      return std::find(lim.require.begin(), lim.require.end(), feature) != lim.require.end();
+    };
     // --- structural picks: feature toggles (swarm testing), each off when the contract excludes it ---
     const bool can_br = supported(k.bottom_right), can_tl = supported(k.top_left);
     const bool chunk = req.chunkable;
-    const bool causal = chunk || ((can_br || can_tl) && toggle(1, 1));
-    bool top_left = !can_br || (can_tl && toggle(1, 2));
+    const bool causal = chunk || ((can_br || can_tl) && (want("causal") || want("causal-bottom-right") ||
+                                                         want("causal-top-left") || toggle(1, 1)));
+    bool top_left = !can_br || (can_tl && (want("causal-top-left") || (!want("causal-bottom-right") && toggle(1, 2))));
     if (chunk) top_left = false;
-    const bool window = supported(k.window) && (can_br || can_tl) && toggle(1, 2);
-    const bool softcap = supported(k.softcap) && toggle(1, 3);
-    const bool gqa = req.gqa || (supported(k.gqa) && toggle(1, 1));
+    const bool window = supported(k.window) && (can_br || can_tl) && (want("window") || toggle(1, 2));
+    const bool softcap = supported(k.softcap) && (want("softcap") || toggle(1, 3));
+    const bool gqa = req.gqa || (supported(k.gqa) && (lim.gqa_group > 0 || want("gqa") || want("mqa") || toggle(1, 1)));
     const bool varlen = supported(k.varlen) && toggle(2, 1);
-    const bool seqused = !chunk && supported(k.seqused_k) && toggle(1, 2);
-    const bool leftpad = supported(k.leftpad) && toggle(1, 2);
-    const bool paged = !req.packed_kv && supported(k.paged) && toggle(1, 2);
-    const bool cache = chunk || (!req.no_cache && supported(k.kv_cache) && toggle(1, 2));
-    const bool zeros = !chunk && supported(k.zero_length) && toggle(1, 2);
-    const bool dv_differs = supported(k.dv_differs) && toggle(1, 3);
+    const bool seqused = !chunk && supported(k.seqused_k) && (want("seqused-k") || toggle(1, 2));
+    const bool leftpad = supported(k.leftpad) && (want("leftpad") || toggle(1, 2));
+    const bool paged = !req.packed_kv && supported(k.paged) && (want("paged") || want("page-size-1") || toggle(1, 2));
+    const bool cache = chunk || (!req.no_cache && supported(k.kv_cache) && (want("kv-cache") || toggle(1, 2)));
+    const bool zeros = !chunk && supported(k.zero_length) && (want("zero-length") || toggle(1, 2));
+    const bool dv_differs = supported(k.dv_differs) && (want("dv!=d") || toggle(1, 3));
 
     c.dtype = pick(k.dtypes);
     const std::vector<std::int64_t> dims = head_dims_for(k);
@@ -74,10 +80,12 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
 
     // Heads: Hk in {1, 2, 4, 8}, group in {1, 2, 3, 4, 7, 8}, H = Hk * group <= max_heads (MQA: Hk 1).
     static const std::vector<std::int64_t> kGroups{2, 4, 8, 3, 7};
-    const std::int64_t group = gqa ? pick(kGroups) : 1;
+    const std::int64_t group = gqa ? (lim.gqa_group > 0 ? lim.gqa_group : pick(kGroups)) : 1;
     std::vector<std::int64_t> kv_choices;
     for (std::int64_t hk : {1, 2, 4, 8})
-      if (hk * group <= lim.max_heads) kv_choices.push_back(hk);
+      if (hk * group <= lim.max_heads && (!want("mqa") || hk == 1) && (!want("gqa") || hk > 1 || group * 2 > lim.max_heads))
+        kv_choices.push_back(hk);
+    if (kv_choices.empty()) kv_choices.push_back(1);  // a required group wider than --max-heads: the CLI refuses it first
     c.kv_heads = pick(kv_choices);
     c.heads = c.kv_heads * group;
 
@@ -85,6 +93,8 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
     for (KvStrides s : k.kv_strides)
       if (s != KvStrides::kExpanded || c.kv_heads == 1) strides.push_back(s);
     c.kv_strides = pick(strides);
+    for (KvStrides s : strides)
+      if ((s == KvStrides::kGapped && want("kv-gapped")) || (s == KvStrides::kExpanded && want("kv-expanded"))) c.kv_strides = s;
 
     c.causal = causal;
     c.alignment = top_left ? Alignment::kTopLeft : Alignment::kBottomRight;
@@ -95,13 +105,14 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
         if (p % k.page_size_multiple == 0) sizes.push_back(p);
       if (sizes.empty()) sizes.push_back(k.page_size_multiple);
       c.kv_storage = KvStorage::kPaged;
-      c.paging.page_size = pick(sizes);
+      c.paging.page_size = want("page-size-1") && k.page_size_multiple == 1 ? 1 : pick(sizes);
       c.paging.extra_pages = *rc::gen::inRange<std::int64_t>(0, 4);
       c.paging.table_seed = *rc::gen::noShrink(rc::gen::resize(100, rc::gen::inRange<std::uint64_t>(0, 1u << 30)));
     }
 
     // --- the batch: a prefix-stable fixed-count container behind a shrinkable count ---
-    const std::int64_t batch = *rc::gen::inRange<std::int64_t>(req.batch2 ? 2 : 1, lim.max_batch + 1);
+    const std::int64_t min_batch = (req.batch2 || want("batch>1")) ? std::min<std::int64_t>(2, lim.max_batch) : 1;
+    const std::int64_t batch = *rc::gen::inRange<std::int64_t>(min_batch, lim.max_batch + 1);
     // Cap lengths so that the case's work stays inside the budget; the cap only grows when structural
     // picks shrink, so every shrink of them keeps the lengths legal.
     const double per_pair = static_cast<double>(batch * c.heads * (c.head_dim + c.v_head_dim));
@@ -164,12 +175,12 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
     // Inputs stay finite in the dtype (the `large` recipe at a softcap multiple passes 65504 in fp16): an infinite
     // input makes the truth and the bound infinite, and such a case judges nothing.
     while (!recipe_fits_dtype(c.data.dist, c.data.q_scale, c.dtype)) c.data.q_scale /= 2;
-    c.data.v_onehot = toggle(1, 7);
+    c.data.v_onehot = want("onehot-v") || toggle(1, 7);
     c.data.seed = *rc::gen::noShrink(rc::gen::resize(100, rc::gen::inRange<std::uint64_t>(0, std::uint64_t{1} << 40)));
 
     // --- slack last (so that the picks above draw what they drew before it existed): NaN-poisoned rows past
     // the last sequence in packed Q/output and K/V, where the kernel's API takes longer buffers ---
-    if (supported(k.slack) && toggle(1, 1)) {
+    if (supported(k.slack) && (want("slack") || toggle(1, 1))) {
       static const std::vector<std::int64_t> kSlackRows{1, 3, 16, 2, 64, 7};
       if (c.layout == QLayout::kVarlen && toggle(1, 1)) c.slack.q_rows = pick(kSlackRows);
       if (c.kv_storage == KvStorage::kPacked) c.slack.kv_rows = pick(kSlackRows);
@@ -182,6 +193,8 @@ rc::Gen<KernelCase> raw_case_gen(const Contract& k, const CaseRequirements& req,
       static const DoutKind kKinds[] = {DoutKind::kNormal, DoutKind::kZeroRows, DoutKind::kOneHot};
       static const std::vector<double> kScales{1.0, 1.0 / 64, 8.0};
       c.dout = DoutRecipe{kKinds[pick_weighted({6, 2, 2})], pick(kScales)};
+      if (want("dout-zero-rows")) c.dout->kind = DoutKind::kZeroRows;
+      if (want("dout-onehot")) c.dout->kind = DoutKind::kOneHot;
     }
     return c;
   });

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/kernel_case.h"
@@ -17,6 +18,11 @@ struct GenLimits {
   // Narrowing of the kernel's contract (empty: all it takes): `fuzz --dtype bf16 --head-dim 128`.
   std::vector<DType> dtypes;
   std::vector<std::int64_t> head_dims;
+  // Features every case must have (`fuzz --require`), named as search/coverage.h classifies them ("causal" for either
+  // alignment); the generator turns them on where it can and the run discards cases that still lack one. With
+  // gqa_group > 0, exactly H = gqa_group * Hk.
+  std::vector<std::string> require;
+  std::int64_t gqa_group = 0;
 };
 
 struct ModelGenLimits {

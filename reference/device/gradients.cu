@@ -105,8 +105,10 @@ __device__ bool locate_key(const Params& p, long long id, KeyCell& k) {
 
 // ---- The fp64 reference ------------------------------------------------------------------------------------
 
-// The logit of q against k after the softcap, tanh(s / cap) in *t (0 without), S_j in *magnitude when asked.
-__device__ double truth_logit(const Params& p, const float* q, const float* k, double* t, double* magnitude) {
+// The logit of q against k after the softcap, tanh(s / cap) in *t (0 without) and the softcap's derivative in *c (1
+// without) when asked, S_j in *magnitude when asked.
+__device__ double truth_logit(const Params& p, const float* q, const float* k, double* t, double* magnitude,
+                              double* c = nullptr) {
   const int lane = threadIdx.x % 32;
   double dot = 0.0, dot_abs = 0.0;
   for (int x = lane; x < p.d; x += 32) {
@@ -120,6 +122,7 @@ __device__ double truth_logit(const Params& p, const float* q, const float* k, d
   *t = 0.0;
   if (p.cap > 0) {
     *t = tanh(s / p.cap);
+    if (c) *c = reference::softcap_derivative(s / p.cap);
     s = p.cap * *t;
   }
   return s;
@@ -199,11 +202,11 @@ __global__ void truth_rows_kernel(Params p) {
 // Key j's share of row `r` (a row that sees it).
 __device__ KeyShare<double> truth_share(const Params& p, const TruthRow& r, const float* q, const float* g, const float* k,
                                         const float* v) {
-  double t = 0.0, dp_abs = 0.0;
-  const double s = truth_logit(p, q, k, &t, nullptr);
+  double t = 0.0, c = 1.0, dp_abs = 0.0;
+  const double s = truth_logit(p, q, k, &t, nullptr, &c);
   const double pj = exp(s - r.m) / r.z;
   const double dp = truth_dp(p, g, v, &dp_abs);
-  return key_share(r.share, pj, t, p.cap, dp, dp_abs, static_cast<long long>(p.dv));
+  return key_share(r.share, pj, t, c, p.cap, dp, dp_abs, static_cast<long long>(p.dv));
 }
 
 // dQ of one (query row, head): scale sum_j ds_j k_j, with its sensitivity and terms.

@@ -16,6 +16,7 @@ RowStats ExactRow::compute(const float* q, double* out, double* noise) {
   logits_.resize(n);
   weights_.resize(n);
   tanh_.assign(n, 0.0);
+  softcap_derivative_.assign(n, 1.0);
   abs_weighted_.assign(static_cast<std::size_t>(dv), 0.0);
   double m = -std::numeric_limits<double>::infinity(), max_magnitude = 0.0;
   for (std::size_t j = 0; j < n; ++j) {
@@ -29,6 +30,7 @@ RowStats ExactRow::compute(const float* q, double* out, double* noise) {
     double logit = shape_.scale * dot;
     if (shape_.softcap > 0) {
       tanh_[j] = std::tanh(logit / shape_.softcap);
+      softcap_derivative_[j] = softcap_derivative(logit / shape_.softcap);
       logit = shape_.softcap * tanh_[j];
     }
     logits_[j] = logit;
@@ -84,7 +86,7 @@ const std::vector<KeyGrad>& ExactRow::backward(const float* dout, const double* 
       dp += static_cast<double>(dout[x]) * static_cast<double>(v[x]);
       dp_abs += std::fabs(static_cast<double>(dout[x]) * static_cast<double>(v[x]));
     }
-    key_grads_[j] = key_share(row, weights_[j], tanh_[j], cap, dp, dp_abs, static_cast<long long>(dv));
+    key_grads_[j] = key_share(row, weights_[j], tanh_[j], softcap_derivative_[j], cap, dp, dp_abs, static_cast<long long>(dv));
   }
   for (std::int64_t x = 0; x < d; ++x) {
     double sum = 0.0, abs_sum = 0.0, carried = 0.0, magnitude = 0.0;

@@ -58,7 +58,7 @@ class ExactRow {
   std::vector<const float*> k_, v_;
   std::vector<double> logits_, abs_weighted_;
   // Kept by compute() for backward(): the weights, tanh(s_j / cap) with softcap, the logit sensitivity.
-  std::vector<double> weights_, tanh_;
+  std::vector<double> weights_, tanh_, softcap_derivative_;
   double logit_sens_ = 0;
   std::vector<KeyGrad> key_grads_;
 };

@@ -1,5 +1,6 @@
 // The fp64 row routine against values derived by hand, its sensitivity included.
 #include "reference/host/exact_row.h"
+#include "reference/key_share.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
@@ -8,6 +9,22 @@
 
 namespace flashcheck::reference {
 namespace {
+
+// The softcap's derivative sech^2(x) where 1 - tanh(x)^2 holds it, and past tanh's saturation, where that difference
+// is 0 or one ulp of 1 while the true value is 4 e^(-2x) (1 + O(e^(-2x))).
+TEST(KeyShare, SoftcapDerivativeStaysAccurateWhereTanhSaturates) {
+  EXPECT_EQ(softcap_derivative(0.0), 1.0);
+  for (double x : {0.1, 0.7, 2.0, 5.0}) {
+    EXPECT_NEAR(softcap_derivative(x), 1.0 - std::tanh(x) * std::tanh(x), 1e-15) << x;
+    EXPECT_EQ(softcap_derivative(-x), softcap_derivative(x)) << x;
+  }
+  for (double x : {20.0, 31.0, 300.0}) {
+    const double expected = 4.0 * std::exp(-2.0 * x);
+    EXPECT_NEAR(softcap_derivative(x) / expected, 1.0, 1e-13) << x;
+    EXPECT_LE(1.0 - std::tanh(x) * std::tanh(x), 2.3e-16) << x;  // what the old formula had left
+  }
+  EXPECT_EQ(softcap_derivative(400.0), 0.0);  // e^-800 underflows: the true value is below every double
+}
 
 // d = 1, dv = 1, scale 1: q = 1 and keys k = (1, 1) give equal logits 1, so P = (1/2, 1/2); with
 // v = (1, 3) the output is O = 2.

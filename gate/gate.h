@@ -11,7 +11,7 @@
 #include "core/fixture.h"
 #include "kernels/kernel.h"
 #include "search/fuzz_report.h"
-#include "search/mutant_matrix.h"
+#include "gate/mutant_matrix.h"
 #include "search/replay.h"
 
 namespace flashcheck {
@@ -38,8 +38,5 @@ struct GateResult {
 // `log` gets one line per finished step (no trailing newline).
 GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kernel*>& kernels, const GatePlan& plan,
                     const std::function<void(const std::string&)>& log);
-
-// One line for a property run: "120 cases in 1.2 s, 0 findings, worst ratio 0.61, ..." or why it failed.
-std::string gate_line(const FuzzReport& r);
 
 }  // namespace flashcheck

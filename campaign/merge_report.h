@@ -1,4 +1,4 @@
-// The renderings of a campaign merge (search/merge.h): report.json (everything, and what the HTML report's
+// The renderings of a campaign merge (campaign/merge.h): report.json (everything, and what the HTML report's
 // plots are drawn from), summary.md, junit.xml, and report.html, which tools/campaign_report.py draws with
 // matplotlib into one self-contained file (the plots are embedded PNGs: it opens without network).
 #pragma once
@@ -6,7 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "search/merge.h"
+#include "campaign/merge.h"
 
 namespace flashcheck {
 

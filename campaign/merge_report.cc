@@ -1,4 +1,5 @@
-#include "search/merge_report.h"
+#include "campaign/merge_report.h"
+#include "report/junit.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -12,8 +13,6 @@
 #include <sys/wait.h>
 
 #include "core/files.h"
-#include "core/xml.h"
-#include "search/gate.h"
 
 extern char** environ;
 
@@ -34,15 +33,6 @@ std::string report_script() {
   return std::string(FLASHCHECK_SOURCE_DIR) + "/tools/campaign_report.py";
 }
 
-std::string unit_problems(const FuzzReport& r) {
-  std::string p;
-  for (const Finding& f : r.findings)
-    p += fmt::format("{} x{}: {} -- {}\n", to_string(f.verdict.kind), f.count,
-                     f.model_case ? summary(*f.model_case) : summary(f.minimized), f.verdict.reason) +
-         (f.fixture.empty() ? "" : fmt::format("  replay: flashcheck replay {} --kernel {}\n", f.fixture, r.kernel));
-  if (!r.coverage_missing.empty()) p += fmt::format("coverage missing: {}\n", fmt::join(r.coverage_missing, " "));
-  return p;
-}
 
 }  // namespace
 
@@ -121,7 +111,7 @@ std::string merge_markdown(const MergeResult& m) {
   }
   for (const MergedUnit& u : m.units)
     if (u.report.not_applicable.empty() && !u.report.ok())
-      md += fmt::format("\n### {} / {}\n\n```\n{}```\n", u.report.kernel, u.report.property, unit_problems(u.report));
+      md += fmt::format("\n### {} / {}\n\n```\n{}```\n", u.report.kernel, u.report.property, run_problems(u.report, "flashcheck"));
   md += "\n## Workers\n\n| directory | host | device | cases | busy seconds | cases/s |\n|---|---|---|---|---|---|\n";
   for (const WorkerThroughput& w : m.workers)
     md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} |\n", w.dir, w.host, w.device, w.cases, w.busy_seconds,
@@ -130,26 +120,12 @@ std::string merge_markdown(const MergeResult& m) {
 }
 
 std::string merge_junit(const MergeResult& m) {
-  std::string cases;
-  int failures = 0, skipped = 0;
-  double seconds = 0;
+  JunitSuite suite{"flashcheck-campaign", 0, {}};
   for (const MergedUnit& u : m.units) {
-    const FuzzReport& r = u.report;
-    seconds += r.seconds;
-    cases += fmt::format("  <testcase classname=\"campaign.{}\" name=\"{}\" time=\"{:.3f}\">", xml_escape(r.kernel),
-                         xml_escape(r.property), r.seconds);
-    if (!r.not_applicable.empty()) {
-      ++skipped;
-      cases += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_applicable));
-    } else if (!r.ok()) {
-      ++failures;
-      cases += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(gate_line(r)), xml_escape(unit_problems(r)));
-    }
-    cases += "</testcase>\n";
+    suite.seconds += u.report.seconds;
+    suite.cases.push_back(junit_case(u.report, "campaign", "flashcheck"));
   }
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"flashcheck-campaign\" "
-                     "tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}</testsuite>\n</testsuites>\n",
-                     m.units.size(), failures, skipped, seconds, cases);
+  return junit_xml(suite);
 }
 
 namespace {

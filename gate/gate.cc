@@ -1,4 +1,4 @@
-#include "search/gate.h"
+#include "gate/gate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,20 +29,6 @@ bool GateResult::ok() const {
   return true;
 }
 
-std::string gate_line(const FuzzReport& r) {
-  if (!r.not_applicable.empty()) return "n/a: " + r.not_applicable;
-  std::string s = fmt::format("{} cases in {:.1f} s, {} finding{}, worst ratio {:.3g}, worst err/bound {:.2f}", r.cases,
-                              r.seconds, r.findings.size(), r.findings.size() == 1 ? "" : "s", r.worst_ratio,
-                              r.worst_bound_use);
-  if (r.unsupported) s += fmt::format(", {} unsupported", r.unsupported);
-  if (!r.known_divergences.empty()) {
-    std::vector<std::string> known;
-    for (const auto& [id, n] : r.known_divergences) known.push_back(fmt::format("{} x{}", id, n));
-    s += fmt::format(", documented divergences: {}", fmt::join(known, " "));
-  }
-  if (!r.coverage_missing.empty()) s += fmt::format(", COVERAGE MISSING: {}", fmt::join(r.coverage_missing, " "));
-  return s;
-}
 
 namespace {
 
@@ -91,7 +77,7 @@ GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kern
           return std::find(extra.coverage_missing.begin(), extra.coverage_missing.end(), f) == extra.coverage_missing.end();
         });
       }
-      log(fmt::format("gate: {:<16} {:<19} {}", k->name(), p->name(), gate_line(r)));
+      log(fmt::format("gate: {:<16} {:<19} {}", k->name(), p->name(), report_line(r)));
       g.runs.push_back(r);
     }
 
@@ -111,21 +97,21 @@ GateResult run_gate(const std::vector<Fixture>& fixtures, const std::vector<Kern
   const Property& integration = integration_on_hf_main();
   for (Kernel* k : kernels) {
     const FuzzReport r = run_fuzz_isolated(*k, integration, options(plan.seed));
-    log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration.label(), gate_line(r)));
+    log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration.label(), report_line(r)));
     g.runs.push_back(r);
   }
   // The training step through the flash path, on every kernel with a backward.
   const Property& integration_backward = integration_on_hf_main({hf::HfPath::kFlash, true});
   for (Kernel* k : kernels) {
     const FuzzReport r = run_fuzz_isolated(*k, integration_backward, options(plan.seed));
-    log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration_backward.label(), gate_line(r)));
+    log(fmt::format("gate: {:<16} {:<19} {}", k->name(), integration_backward.label(), report_line(r)));
     g.runs.push_back(r);
   }
   if (!kernels.empty())
     for (bool backward : {false, true}) {
       const Property& sdpa = integration_on_hf_main({hf::HfPath::kSdpa, backward});
       const FuzzReport r = run_fuzz_isolated(*kernels.front(), sdpa, options(plan.seed));
-      log(fmt::format("gate: {:<16} {:<19} {}", "torch-sdpa", sdpa.label(), gate_line(r)));
+      log(fmt::format("gate: {:<16} {:<19} {}", "torch-sdpa", sdpa.label(), report_line(r)));
       g.runs.push_back(r);
     }
   if (plan.mutants)

@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "core/files.h"
-#include "search/campaign.h"
-#include "search/campaign_journal.h"
+#include "campaign/campaign.h"
+#include "campaign/campaign_journal.h"
 #include "search/coverage.h"
-#include "search/merge.h"
+#include "campaign/merge.h"
 
 namespace flashcheck {
 namespace {

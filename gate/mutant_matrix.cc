@@ -1,4 +1,4 @@
-#include "search/mutant_matrix.h"
+#include "gate/mutant_matrix.h"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "search/campaign.h"
+#include "campaign/campaign.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "kernels/devices.h"
-#include "search/campaign_journal.h"
+#include "campaign/campaign_journal.h"
 #include "search/case_stats.h"
 #include "search/found_cases.h"
 #include "search/worker.h"

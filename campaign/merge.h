@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "search/campaign_plan.h"
+#include "campaign/campaign_plan.h"
 #include "search/case_stats.h"
 #include "search/fuzz_report.h"
 

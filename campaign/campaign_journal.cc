@@ -1,4 +1,4 @@
-#include "search/campaign_journal.h"
+#include "campaign/campaign_journal.h"
 
 #include <cerrno>
 #include <cmath>

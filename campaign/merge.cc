@@ -1,4 +1,4 @@
-#include "search/merge.h"
+#include "campaign/merge.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "search/campaign_journal.h"
+#include "campaign/campaign_journal.h"
 #include "search/coverage.h"
 
 namespace flashcheck {

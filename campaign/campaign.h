@@ -1,8 +1,8 @@
-// A campaign: one shard of the chunks of a CampaignSpec (search/campaign_plan.h), run by a supervisor over
+// A campaign: one shard of the chunks of a CampaignSpec (campaign/campaign_plan.h), run by a supervisor over
 // one isolated worker per GPU (or per CPU worker), with its state in a directory:
 //
 //   DIR/campaign.json   the definition (a rerun must match its identity)
-//   DIR/journal.jsonl   every finished chunk (search/campaign_journal.h): a rerun skips them
+//   DIR/journal.jsonl   every finished chunk (campaign/campaign_journal.h): a rerun skips them
 //   DIR/found/          fixtures of findings, and of the cases that crashed a worker
 //   DIR/workers/<n>/    each worker's in-flight case descriptor
 //
@@ -19,7 +19,7 @@
 
 #include "kernels/kernel.h"
 #include "properties/property.h"
-#include "search/campaign_plan.h"
+#include "campaign/campaign_plan.h"
 #include "search/fuzz_report.h"
 
 namespace flashcheck {

@@ -1,4 +1,4 @@
-#include "search/campaign_plan.h"
+#include "campaign/campaign_plan.h"
 
 #include <algorithm>
 #include <charconv>

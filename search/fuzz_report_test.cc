@@ -1,0 +1,57 @@
+// One bug, one finding: errors group by their message (numbers blanked) whatever the case's features; failures and
+// crashes by the features of their minimized case.
+#include "search/fuzz_report.h"
+
+#include <gtest/gtest.h>
+
+namespace flashcheck {
+namespace {
+
+Finding finding(VerdictKind kind, const std::string& reason, std::int64_t heads, bool causal) {
+  Finding f;
+  f.minimized.heads = f.minimized.kv_heads = heads;
+  f.minimized.kv_heads = 1;
+  f.minimized.causal = causal;
+  f.minimized.seqs = {{.q_len = 2, .k_len = 3}};
+  f.verdict.kind = kind;
+  f.verdict.reason = reason;
+  return f;
+}
+
+std::size_t findings_of(const std::vector<Finding>& all) {
+  FuzzReport r;
+  r.property = "integration";
+  for (const Finding& f : all) add_finding(r, f, [](const Finding&) { return std::string(); });
+  return r.findings.size();
+}
+
+TEST(FindingSignature, AnErrorIsItsMessageWhateverTheFeatures) {
+  // GQA and causal against MQA and not: the same raise with other numbers in it.
+  EXPECT_EQ(findings_of({finding(VerdictKind::kError, "cu_seqlens reach query row 3 and key row 3", 4, true),
+                         finding(VerdictKind::kError, "cu_seqlens reach query row 17 and key row 9", 1, false)}),
+            1u);
+  EXPECT_EQ(findings_of({finding(VerdictKind::kError, "max(): Expected reduction dim", 4, true),
+                         finding(VerdictKind::kError, "cu_seqlens reach query row 3", 4, true)}),
+            2u);
+}
+
+TEST(FindingSignature, AFailureOrCrashIsItsFeatures) {
+  for (VerdictKind kind : {VerdictKind::kFail, VerdictKind::kCrash}) {
+    EXPECT_EQ(findings_of({finding(kind, "max error 1.2 exceeds 0.03", 4, true), finding(kind, "max error 1.2 exceeds 0.03", 4, false)}),
+              2u);
+    EXPECT_EQ(findings_of({finding(kind, "max error 1.2 exceeds 0.03", 4, true), finding(kind, "max error 7 exceeds 0.5", 4, true)}),
+              1u);
+  }
+}
+
+TEST(FindingSignature, TheCountOfAGroupedErrorIsEveryCaseItStandsFor) {
+  FuzzReport r;
+  r.property = "integration";
+  for (int i = 0; i < 3; ++i)
+    add_finding(r, finding(VerdictKind::kError, "row " + std::to_string(i), 1 + i, i % 2 == 0), [](const Finding&) { return ""; });
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].count, 3);
+}
+
+}  // namespace
+}  // namespace flashcheck
