@@ -100,9 +100,17 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.shrink = {o.shrink_attempts, o.shrink_seconds};
     fo.out_dir = o.out;
     fo.reproduce = o.reproduce;
-    fo.on_progress = [label, tty, last_line = -10.0](std::int64_t cases, std::int64_t failures, double seconds) mutable {
-      const std::string line =
-          fmt::format("{}: {} cases, {:.1f} cases/s, {} failures, {:.0f} s", label, cases, cases / std::max(seconds, 1e-9), failures, seconds);
+    fo.on_progress = [label, tty, total = o.cases, limit = o.time, last_line = -10.0](std::int64_t cases, std::int64_t failures,
+                                                                                    double seconds) mutable {
+      const double rate = cases / std::max(seconds, 1e-9);
+      // The budget and what is left of it: cases at the rate so far, or the time limit, whichever ends the run first.
+      double eta = -1;
+      if (total > 0 && rate > 0) eta = static_cast<double>(total - cases) / rate;
+      if (limit > 0) eta = eta < 0 ? limit - seconds : std::min(eta, limit - seconds);
+      const std::string of = total > 0 ? fmt::format(" of {}", total) : "";
+      const std::string left = eta >= 0 ? fmt::format(", about {:.0f} s left", std::max(eta, 0.0)) : "";
+      const std::string line = fmt::format("{}: {}{} cases, {:.1f} cases/s, {} failures, {:.0f} s{}", label, cases, of, rate,
+                                           failures, seconds, left);
       if (tty) {
         fmt::print(stderr, "\r{:<100}", line);
       } else if (seconds - last_line >= 10) {
