@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "core/comma_list.h"
 #include "core/error.h"
 #include "core/fixture.h"
 #include "properties/property.h"
@@ -17,21 +18,19 @@ namespace {
 
 constexpr const char* kCommand = "flashcheck fixture new";
 
+// A count as the flags take it: decimal digits only, at most 9 of them.
+bool parse_count(const std::string& s, std::int64_t& v) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  v = std::stoll(s);
+  return true;
+}
+
 // "1x7,3x3" -> {q_len, k_len} pairs; "" with the reason when it is not that.
 std::string parse_seqs(const std::string& spec, std::vector<Sequence>& out) {
-  std::size_t at = 0;
-  while (at <= spec.size()) {
-    const std::size_t end = std::min(spec.find(',', at), spec.size());
-    const std::string item = spec.substr(at, end - at);
-    at = end + 1;
+  for (const std::string& item : comma_list(spec)) {
     const std::size_t x = item.find('x');
-    const auto number = [](const std::string& s, std::int64_t& v) {
-      if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
-      v = std::stoll(s);
-      return true;
-    };
     Sequence s;
-    if (x == std::string::npos || !number(item.substr(0, x), s.q_len) || !number(item.substr(x + 1), s.k_len))
+    if (x == std::string::npos || !parse_count(item.substr(0, x), s.q_len) || !parse_count(item.substr(x + 1), s.k_len))
       return fmt::format("'{}' is not QxK (queries x keys, e.g. 1x7)", printable(item, 40));
     out.push_back(s);
   }
@@ -40,14 +39,10 @@ std::string parse_seqs(const std::string& spec, std::vector<Sequence>& out) {
 
 // One entry per sequence ("3,0,2"), or one for every sequence ("3").
 std::string per_sequence(const char* flag, const std::string& spec, std::size_t n, std::vector<std::int64_t>& out) {
-  std::size_t at = 0;
-  while (at <= spec.size()) {
-    const std::size_t end = std::min(spec.find(',', at), spec.size());
-    const std::string item = spec.substr(at, end - at);
-    at = end + 1;
-    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos)
-      return fmt::format("{}: '{}' is not a count", flag, printable(item, 40));
-    out.push_back(std::stoll(item));
+  for (const std::string& item : comma_list(spec)) {
+    std::int64_t v = 0;
+    if (!parse_count(item, v)) return fmt::format("{}: '{}' is not a count", flag, printable(item, 40));
+    out.push_back(v);
   }
   if (out.size() == 1) out.resize(n, out.front());
   if (out.size() != n) return fmt::format("{}: {} values for {} sequences", flag, out.size(), n);
@@ -89,10 +84,9 @@ int run_fixture_new(const FixtureNewOptions& o) {
   if (!o.window.empty()) {
     const std::size_t comma = o.window.find(',');
     try {
-      std::size_t used = 0;
       if (comma == std::string::npos) throw std::invalid_argument("no comma");
-      c.window.left = std::stoll(o.window.substr(0, comma), &used);
-      c.window.right = std::stoll(o.window.substr(comma + 1), &used);
+      c.window.left = std::stoll(o.window.substr(0, comma));
+      c.window.right = std::stoll(o.window.substr(comma + 1));
     } catch (const std::exception&) {
       return refuse(fmt::format("--window: '{}' is not LEFT,RIGHT (-1 for unbounded)", printable(o.window, 40)));
     }

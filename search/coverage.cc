@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/comma_list.h"
 #include "core/geometry.h"
 
 namespace flashcheck {
@@ -75,11 +76,7 @@ const std::vector<std::string>& kernel_feature_names() {
 std::string parse_required_features(const std::string& spec, GenLimits& lim) {
   lim.require.clear();
   lim.gqa_group = 0;
-  std::size_t at = 0;
-  while (at <= spec.size()) {
-    const std::size_t end = std::min(spec.find(',', at), spec.size());
-    const std::string item = spec.substr(at, end - at);
-    at = end + 1;
+  for (const std::string& item : comma_list(spec)) {
     if (item.empty()) return "an empty feature name (two commas, or one at an end)";
     if (item.rfind("gqa=", 0) == 0) {
       const std::string n = item.substr(4);
