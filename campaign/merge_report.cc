@@ -24,12 +24,7 @@ namespace fs = std::filesystem;
 // tools/campaign_report.py: installed next to the executable (<prefix>/share/flashcheck), else in this
 // build's source tree.
 std::string report_script() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "flashcheck" / "campaign_report.py";
-    if (fs::exists(installed, ec)) return installed.string();
-  }
+  if (std::string installed = installed_path("share/flashcheck/campaign_report.py"); !installed.empty()) return installed;
   return std::string(FLASHCHECK_SOURCE_DIR) + "/tools/campaign_report.py";
 }
 

@@ -81,6 +81,17 @@ expect wheel-xz-round-trip 0 '^round trip ok$' -- "$python" tools/wheels/xz_whee
 # The FlashInfer adapter's plan()/run() arguments with a recording stand-in for flashinfer: masked and unmasked
 # batches on separate wrappers (FlashInfer 0.7.4's ragged wrapper keeps an old mask), masks, indptrs, pages.
 expect flashinfer-adapter-arguments 0 '^flashinfer adapter ok$' -- "$python" kernels/python/flashcheck_kernels/flashinfer_test.py
+# The Python package from the installed prefix (PYTHONPATH=<prefix>/share/flashcheck/python; pip is ci/python.sh):
+# it finds the prefix's executable, and the prefix's hf-live finds its Python half without the source tree.
+expect python-package-from-prefix 0 'prefix ok' -- env PYTHONPATH="$prefix/share/flashcheck/python" "$python" -c "
+import flashcheck, flashcheck._engine as e
+assert str(e.binary()) == '$fc', e.binary()
+assert flashcheck.check('tiled-cpu', properties='conformance', cases=20, seed=1, out='$work/prefix-check').passed
+print('prefix ok')"
+# (build/venv has no transformers: the worker fails to start, in the prefix's live.py)
+expect hf-live-script-from-prefix 2 "$prefix/share/flashcheck/hf_live/live.py.*No module named 'transformers'" -- \
+  bash -c "cd '$work' && '$fc' hf-live --python '$python' --fixtures '$root/fixtures/issues/hf-F1-decode-position-ids.json' \
+           --generated 1 --out '$work/hf-live-prefix' 2>&1 | tr '\n' ' '; exit \${PIPESTATUS[0]}"
 
 echo "plugins: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 
 packages=(cmake ninja-build g++ libgtest-dev libgmock-dev librapidcheck-dev libfmt-dev
-          nlohmann-json3-dev libcli11-dev libdlpack-dev libpugixml-dev python3-jsonschema)
+          nlohmann-json3-dev libcli11-dev libdlpack-dev libpugixml-dev python3-jsonschema pybind11-dev)
 mkdir -p "$build"
 
 log() { printf '[setup] %s\n' "$*" >&2; }

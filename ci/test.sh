@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ci/test.sh — the test suite, from a fresh checkout: set-up, CPU build, every ctest label, a sample of the hostile-input
 # corpus (tools/hostile), the sanitizer lane (ci/asan.sh), the plugin and Python kernel checks (ci/plugins.sh), the
+# Python package installed with pip and its pytest suite (ci/python.sh), the
 # cross-check of the HF oracle against transformers (tools/hf_crosscheck: its self-test, then the profile/release
 # matrix), the backward through a real release (hf-live --backward), the cluster templates (the Kubernetes manifests validated; the SLURM array + merge run on a real one-node
 # cluster, as root), and (where the CUDA toolkit is installed) a compile of the CUDA sources so that GPU code cannot
@@ -24,6 +25,9 @@ step "ctest" ctest --preset cpu --output-on-failure
 # Kernels from outside: the installed package, an out-of-tree plugin and a Python kernel, each with a
 # broken twin that must be caught.
 step "plugins" bash ci/plugins.sh
+# The Python package as users install it (`pip install .`), and its pytest suite against the installed package:
+# flashcheck.check, the reference and rule on torch tensors, the pytest plugin (docs/PYTHON.md).
+step "python package" bash ci/python.sh
 # Hostile input (docs/HARDENING.md): a stratified sample of the corpus, the hostile command lines and fault runs
 # (workers killed mid-replay, a full disk where user namespaces allow a private tmpfs).
 python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null

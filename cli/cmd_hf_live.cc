@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/export_cases.h"
 #include "cli/python_worker.h"
+#include "core/files.h"
 #include "cli/report.h"
 #include "core/error.h"
 #include "core/fixture.h"
@@ -38,8 +39,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// live.py: --script, else installed with the executable, else the working directory's or this build's source tree.
 std::string find_script(const std::string& given) {
   if (!given.empty()) return given;
+  if (std::string installed = installed_path("share/flashcheck/hf_live/live.py"); !installed.empty()) return installed;
   for (const fs::path& p : {fs::path("tools/hf_live/live.py"), fs::path(FLASHCHECK_SOURCE_DIR) / "tools/hf_live/live.py"})
     if (fs::exists(p)) return p.string();
   return "";
@@ -253,7 +256,8 @@ int run_hf_live(const HfLiveOptions& o) {
     }
   const std::string script = find_script(o.script);
   if (script.empty()) {
-    fmt::print(stderr, "flashcheck hf-live: tools/hf_live/live.py not found (run from the repository root or give --script)\n");
+    fmt::print(stderr, "flashcheck hf-live: live.py not found: not installed with this executable (share/flashcheck/hf_live), "
+                       "not under tools/hf_live here (run from the repository root or give --script)\n");
     return kExitUsage;
   }
   std::vector<NamedModelCase> cases;

@@ -6,9 +6,11 @@
 #include <new>
 
 #include "cli/commands.h"
+#include "build_info.h"
 #include "cli/plugins.h"
 #include "core/error.h"
 #include "core/hf_profiles.h"
+#include "flashcheck/plugin.h"
 
 namespace {
 
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --plugin may follow the command
   app.set_help_all_flag("--help-all", "Help for every command");
-  app.set_version_flag("--version", "flashcheck " FLASHCHECK_VERSION);
+  app.set_version_flag("--version", fmt::format("flashcheck {} (commit {}; {}; plugin ABI {})", FLASHCHECK_VERSION,
+                                                FLASHCHECK_COMMIT, FLASHCHECK_BUILT_WITH, FLASHCHECK_PLUGIN_ABI_VERSION));
   std::vector<std::string> plugins;
   app.add_option("--plugin", plugins,
                  "Shared library with kernels (include/flashcheck/plugin.h), repeatable; also FLASHCHECK_PLUGINS")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "flashcheck/plugin.h"
 #include "kernels/plugin/plugin_library.h"
 #include "search/worker.h"
@@ -20,12 +21,7 @@ namespace fs = std::filesystem;
 // (<prefix>/lib/flashcheck), else the one of this build tree.
 std::string python_bridge_path() {
   if (const char* env = std::getenv("FLASHCHECK_PYTHON_BRIDGE"); env && *env) return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "lib" / "flashcheck" / "libflashcheck_python.so";
-    if (fs::exists(installed, ec)) return installed.string();
-  }
+  if (std::string installed = installed_path("lib/flashcheck/libflashcheck_python.so"); !installed.empty()) return installed;
 #if defined(FLASHCHECK_PYTHON_BRIDGE_BUILD)
   return FLASHCHECK_PYTHON_BRIDGE_BUILD;
 #else
@@ -162,12 +158,7 @@ void register_probed(const std::string& path, const ProbedPlugin& p, Registry& r
 // Where the project's own Python kernels (flashcheck_kernels) are: installed next to the executable
 // (<prefix>/share/flashcheck/python), else in this build's source tree.
 std::string python_kernels_path() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "flashcheck" / "python";
-    if (fs::exists(installed, ec)) return installed.string();
-  }
+  if (std::string installed = installed_path("share/flashcheck/python"); !installed.empty()) return installed;
   return FLASHCHECK_PYTHON_KERNELS_SOURCE;
 }
 

@@ -234,6 +234,7 @@ nlohmann::json replay_json(const std::vector<ReplayRecord>& records) {
     j["case"] = r.case_index;
     j["model_case"] = r.model_case;
     j["case_summary"] = r.case_summary;
+    j["line"] = describe(r.verdict);
     j["outcome"] = r.outcome;
     j["as_expected"] = r.as_expected;
     if (r.has_expectation) j["expected"] = to_string(r.expected.verdict);

@@ -23,6 +23,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/python/flashcheck_kernels DESTIN
         FILES_MATCHING PATTERN "*.py")
 # `flashcheck merge` draws its report.html with it (campaign/merge_report.cc looks in <prefix>/share/flashcheck).
 install(FILES ${PROJECT_SOURCE_DIR}/tools/campaign_report.py DESTINATION share/flashcheck)
+# The transformers tools: hf-live's Python half, run by the interpreter of the release under test (cli/cmd_hf_live.cc
+# looks in <prefix>/share/flashcheck/hf_live), and the cross-check beside it (it imports hf_live's modules).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/hf_live ${PROJECT_SOURCE_DIR}/tools/hf_crosscheck DESTINATION share/flashcheck
+        FILES_MATCHING PATTERN "*.py" PATTERN "*.json")
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/flashcheckConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/flashcheckConfig.cmake INSTALL_DESTINATION lib/cmake/flashcheck)

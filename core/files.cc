@@ -188,6 +188,14 @@ std::string move_aside(const std::string& path) {
   throw OutputError(path, "cannot find a free name to keep the earlier file");
 }
 
+std::string installed_path(const std::string& relative) {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path p = exe.parent_path().parent_path() / relative;
+  return std::filesystem::exists(p, ec) ? p.string() : "";
+}
+
 bool path_exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;

@@ -60,6 +60,10 @@ class FolderLock {
 // Whether something (a file, a folder, a dangling link) exists at `path`.
 bool path_exists(const std::string& path);
 
+// A file or folder installed with the running executable: <prefix>/<relative> for <prefix>/bin/flashcheck (a
+// `cmake --install` prefix, or the Python package's folder), or "" when it is not there (a build tree's executable).
+std::string installed_path(const std::string& relative);
+
 // Removes a file if it exists; never throws.
 void remove_file(const std::string& path);
 // Removes a directory tree if it exists; never throws.

@@ -98,6 +98,7 @@ nlohmann::json to_json(const FuzzReport& r) {
     findings.push_back({{f.model_case ? "model_case" : "case", f.model_case ? model_case_to_json(*f.model_case) : case_to_json(f.minimized)},
                         {"summary", f.model_case ? summary(*f.model_case) : summary(f.minimized)},
                         {"verdict", to_json(f.verdict)},
+                        {"line", describe(f.verdict)},
                         {"case_index", f.case_index},
                         {"shrink_steps", f.shrink_steps},
                         {"shrink_attempts", f.shrink_attempts},
