@@ -114,14 +114,16 @@ std::string merge_markdown(const MergeResult& m) {
   return md;
 }
 
-std::string merge_junit(const MergeResult& m) {
+JunitSuite merge_suite(const MergeResult& m) {
   JunitSuite suite{"flashcheck-campaign", 0, {}};
   for (const MergedUnit& u : m.units) {
     suite.seconds += u.report.seconds;
     suite.cases.push_back(junit_case(u.report, "campaign", "flashcheck"));
   }
-  return junit_xml(suite);
+  return suite;
 }
+
+std::string merge_junit(const MergeResult& m) { return junit_xml(merge_suite(m)); }
 
 namespace {
 

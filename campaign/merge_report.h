@@ -7,11 +7,13 @@
 #include <string>
 
 #include "campaign/merge.h"
+#include "report/junit.h"
 
 namespace flashcheck {
 
 nlohmann::json merge_json(const MergeResult& m);
 std::string merge_markdown(const MergeResult& m);
+JunitSuite merge_suite(const MergeResult& m);  // the report layer's model (report/junit.h)
 std::string merge_junit(const MergeResult& m);
 
 // Refuses (OutputError) when `dir` holds a report.json, summary.md or junit.xml merge did not write, or a link or other

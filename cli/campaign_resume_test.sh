@@ -61,7 +61,11 @@ PY
 html="$work/cut-merged/report.html"
 if "$py" -c "import matplotlib" 2> /dev/null; then
   [ "$(grep -o 'data:image/png;base64' "$html" | wc -l)" -ge 7 ] || { echo "FAIL: $html lacks its plots"; cat "$work/cut-merge.err"; exit 1; }
-  echo "report.html has $(grep -o 'data:image/png;base64' "$html" | wc -l) plots"
+  # every plot has its caption; the throughput plot tells workers apart by their campaign directory
+  [ "$(grep -o '<figcaption>' "$html" | wc -l)" = "$(grep -o 'data:image/png;base64' "$html" | wc -l)" ] ||
+    { echo "FAIL: $html has plots without captions"; exit 1; }
+  grep -q "one line per worker (campaign directory: device @ host)" "$html" || { echo "FAIL: no throughput caption"; exit 1; }
+  echo "report.html has $(grep -o 'data:image/png;base64' "$html" | wc -l) plots, each with its caption"
 else
   grep -q "has no plots: matplotlib is not installed" "$work/cut-merge.err" || { echo "FAIL: no note on the missing plots"; exit 1; }
   grep -q "has no plots" "$html" || { echo "FAIL: $html does not say why it has no plots"; exit 1; }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unistd.h>
 
+#include "report/github.h"
 #include "cli/commands.h"
 #include "cli/option_checks.h"
 #include "cli/report.h"
@@ -147,6 +148,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
   }
   if (o.json) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!o.junit.empty()) write_junit_file(o.junit, junit_xml(suite));
+  publish_to_github(suite, !o.json);
   return ok ? kExitOk : kExitFailure;
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "report/github.h"
 #include "cli/commands.h"
 #include "cli/option_checks.h"
 #include "cli/gate_report.h"
@@ -52,6 +53,7 @@ int run_gate(const GateOptions& o) {
   const GateResult g = flashcheck::run_gate(fixtures, kernels, plan, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   write_gate_files(g, o.out, o.force);
   if (!o.junit.empty()) write_junit_file(o.junit, gate_junit(g));
+  publish_to_github(gate_suite(g), !o.json);
   if (o.json) std::cout << gate_json(g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << gate_markdown(g);
   return g.ok() ? kExitOk : kExitFailure;

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "report/github.h"
 #include "cli/commands.h"
 #include "campaign/merge.h"
 #include "campaign/merge_report.h"
@@ -22,6 +23,7 @@ int run_merge(const MergeOptions& o) {
     return kExitUsage;
   }
   fmt::print("{}", merge_markdown(m));
+  publish_to_github(merge_suite(m), true);
   std::string files = "summary.md, report.json, junit.xml";
   if (o.html) {
     const std::string why = write_merge_html(o.out);

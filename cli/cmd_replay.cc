@@ -3,6 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "report/github.h"
 #include "cli/commands.h"
 #include "report/junit.h"
 #include "cli/option_checks.h"
@@ -42,14 +43,13 @@ int run_replay(const ReplayOptions& o) {
     if (hidden > 0) fmt::print("({} case-kernel runs went as recorded and are not shown: --verbose shows them)\n", hidden);
     print_replay_summary(records);
   }
-  if (!o.junit.empty()) {
-    JunitSuite suite{"flashcheck-replay", 0, {}};
-    for (const ReplayRecord& r : records) {
-      suite.seconds += r.verdict.seconds;
-      suite.cases.push_back(junit_case(r));
-    }
-    write_junit_file(o.junit, junit_xml(suite));
+  JunitSuite suite{"flashcheck-replay", 0, {}};
+  for (const ReplayRecord& r : records) {
+    suite.seconds += r.verdict.seconds;
+    suite.cases.push_back(junit_case(r));
   }
+  if (!o.junit.empty()) write_junit_file(o.junit, junit_xml(suite));
+  publish_to_github(suite, !o.json);
   for (const ReplayRecord& r : records)
     if (!r.as_expected) return kExitFailure;
   return kExitOk;

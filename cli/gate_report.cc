@@ -60,7 +60,7 @@ nlohmann::json gate_json(const GateResult& g) {
           {"replay", replay}, {"runs", runs}, {"mutants", to_json(g.mutants)}};
 }
 
-std::string gate_junit(const GateResult& g) {
+JunitSuite gate_suite(const GateResult& g) {
   JunitSuite suite{"flashcheck-gate", g.seconds, {}};
   for (const ReplayRecord& r : g.replay) suite.cases.push_back(junit_case(r));
   for (const FuzzReport& r : g.runs) suite.cases.push_back(junit_case(r, "property", command_name()));
@@ -73,8 +73,10 @@ std::string gate_junit(const GateResult& g) {
     }
     suite.cases.push_back(std::move(c));
   }
-  return junit_xml(suite);
+  return suite;
 }
+
+std::string gate_junit(const GateResult& g) { return junit_xml(gate_suite(g)); }
 
 namespace {
 

@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "gate/gate.h"
+#include "report/junit.h"
 
 namespace flashcheck::cli {
 
 std::string gate_markdown(const GateResult& g);
 nlohmann::json gate_json(const GateResult& g);
+JunitSuite gate_suite(const GateResult& g);  // the report layer's model (report/junit.h)
 std::string gate_junit(const GateResult& g);
 
 // Refuses (OutputError) when `dir` holds a junit.xml, summary.md or report.json the gate did not write, or a link or

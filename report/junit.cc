@@ -47,6 +47,7 @@ JunitCase junit_case(const ReplayRecord& r) {
   JunitCase c;
   c.classname = "replay." + r.verdict.kernel;
   c.name = fmt::format("{}#{}{}", r.fixture, r.model_case ? "m" : "", r.case_index);
+  c.file = r.fixture;
   c.seconds = r.verdict.seconds;
   if (!r.as_expected) {
     c.kind = JunitCase::Kind::kFailed;
@@ -73,6 +74,8 @@ JunitCase junit_case(const FuzzReport& r, const std::string& classname, const st
   JunitCase c;
   c.classname = classname + "." + r.kernel;
   c.name = r.property;
+  for (const Finding& f : r.findings)
+    if (c.file.empty()) c.file = f.fixture;
   c.seconds = r.seconds;
   if (!r.not_applicable.empty()) {
     c.kind = JunitCase::Kind::kSkipped;

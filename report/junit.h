@@ -19,6 +19,7 @@ struct JunitCase {
   Kind kind = Kind::kPassed;
   std::string message;  // the failure's or skip's one line
   std::string text;     // the failure's details
+  std::string file;     // the fixture it concerns (a replayed file, a run's first found fixture), or ""
 };
 
 struct JunitSuite {

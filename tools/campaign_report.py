@@ -38,11 +38,13 @@ class Plots:
     def __init__(self, plt):
         self.plt = plt
 
-    def png(self, fig):
+    def png(self, fig, caption):
+        """The figure inline, with its caption (what it shows and how to read it) under it and as its alt text."""
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
         self.plt.close(fig)
-        return '<img alt="plot" src="data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode() + '">'
+        return (f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
+                + f'"><figcaption>{esc(caption)}</figcaption></figure>')
 
     def histograms(self, kernel, units):
         """err/bound of every compared case, one step line per property; the bound is at 1."""
@@ -65,7 +67,7 @@ class Plots:
         ax.set_title(f"{kernel}: error over its tolerance" + ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-        return self.png(fig)
+        return self.png(fig, f"{kernel}: the err/bound of every compared case, one step line per property (1 is the tolerance bound: a case right of it fails)")
 
     def by_length(self, kernel, units):
         """Worst err/bound over (longest query, longest key), log2 buckets, all properties of the kernel."""
@@ -90,7 +92,7 @@ class Plots:
         ax.set_xlabel("longest key length (k_len)")
         ax.set_ylabel("longest query length (q_len)")
         ax.set_title(f"{kernel}: worst err/bound over lengths", fontsize=9)
-        return self.png(fig)
+        return self.png(fig, f"{kernel}: the worst err/bound over the cases of each (longest query, longest key) bucket, log2 lengths, every property")
 
     def by_feature(self, kernel, units):
         """Worst err/bound per coverage feature, all properties of the kernel."""
@@ -109,7 +111,7 @@ class Plots:
         ax.set_xlabel("worst err / bound")
         ax.tick_params(axis="y", labelsize=7)
         ax.set_title(f"{kernel}: worst err/bound per feature", fontsize=9)
-        return self.png(fig)
+        return self.png(fig, f"{kernel}: the worst err/bound of the cases with each coverage feature, every property (the dashed line is the bound)")
 
     def throughput(self, workers):
         """Each chunk's cases/s at the time it finished, one line per worker."""
@@ -119,12 +121,12 @@ class Plots:
         for w in workers:
             pts = [(t, n / s) for t, n, s in w["chunks"] if s > 0]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=f'{w["device"]} @ {w["host"]}')
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=f'{w["dir"]}: {w["device"]} @ {w["host"]}')
         ax.set_xlabel("seconds since the first chunk started")
         ax.set_ylabel("cases/s (per chunk)")
         ax.set_title("throughput per worker", fontsize=9)
         ax.legend(fontsize=7)
-        return self.png(fig)
+        return self.png(fig, "cases/s of each chunk when it finished, one line per worker (campaign directory: device @ host), seconds since the first chunk")
 
 
 def main():
@@ -151,7 +153,7 @@ def main():
         "<!doctype html><html><head><meta charset='utf-8'><title>flashcheck campaign</title><style>"
         "body{font-family:sans-serif;margin:2em;max-width:1100px} table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left} .fail{color:#b00;font-weight:bold}"
-        ".ok{color:#070} img{margin:4px} code{font-size:12px}</style></head><body>",
+        ".ok{color:#070} img{margin:4px} code{font-size:12px} figure{margin:1em 0} figcaption{font-size:12px;color:#444;max-width:700px}</style></head><body>",
         f"<h1>flashcheck campaign: <span class='{'ok' if r['ok'] else 'fail'}'>{'PASS' if r['ok'] else 'FAIL'}</span></h1>",
         f"<p>{t['cases']} cases, {t['failures']} failing cases in {t['findings']} distinct findings, {t['crashes']} crashes.</p>",
     ]
