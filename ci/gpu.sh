@@ -174,8 +174,8 @@ if has bench; then
 fi
 
 if has probes; then
-  python3 tools/gpu_probes.py > "$out/probes.txt" 2>&1
-  row "probes (tools/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
+  python3 lab/gpu_probes.py > "$out/probes.txt" 2>&1
+  row "probes (lab/gpu_probes.py)" "$(wc -l < "$out/probes.txt") lines in probes.txt"
 fi
 
 if has gate; then
@@ -336,14 +336,14 @@ fi
 if has backward; then
   # The backward on the GPU: the gradient properties on every CUDA kernel whose contract has a backward (list --json's
   # "backward"), as one campaign whose workers share the GPU, merged. First, quick: every fixture of a gradient property
-  # replayed (the backward defects found, the harness's false alarms) and tools/backward_probes.py.
+  # replayed (the backward defects found, the harness's false alarms) and lab/backward_probes.py.
   # (The race fixtures, sixteen backward runs of L 4224 per kernel, are the backward-race stage.)
   mapfile -t bw_fixtures < <(grep -rlE --include='*.json' '"property": "(grad-|integration-(sdpa-)?backward)' fixtures |
     grep -v '^fixtures/stress/')
   fc replay fixtures/found/harness-determinism-slack-rows.json \
     "${bw_fixtures[@]}" > "$out/backward-replay.txt" 2>&1
   row "backward fixtures replayed" "$(tail -1 "$out/backward-replay.txt")"
-  python3 tools/backward_probes.py > "$out/backward-probes.txt" 2>&1
+  python3 lab/backward_probes.py > "$out/backward-probes.txt" 2>&1
   row "backward probes" "$(wc -l < "$out/backward-probes.txt") lines in backward-probes.txt"
   bw_workers=${GPU_BACKWARD_WORKERS:-8}
   bw_seed=${GPU_BACKWARD_SEED:-2601}

@@ -87,7 +87,7 @@ bool some_sequence_has_unequal_lengths(const KernelCase& c) {
 }
 
 // Known defects, kept out of the contracts so that campaigns look for new ones; each has a fixture that
-// runs the kernel on it anyway and expects the failure (docs/RESULTS.md).
+// runs the kernel on it anyway and expects the failure (results/RESULTS.md).
 constexpr const char* kFlashWindowDefect =
     "known defect: windows with a right bound other than 0 when q_len > k_len (FA2's window normalization "
     "assumes k_len >= q_len; fixtures/found/flash-window-more-queries-than-keys.json)";

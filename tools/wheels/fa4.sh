@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/wheels/fa4.sh [--first DIR] [--second DIR] [--part-mb N] — downloads FlashAttention-4 and the packages it
 # needs beyond the GPU node's image (cp312, manylinux x86_64, no dependencies resolved: the versions below are the
-# ones run on the H200, docs/RESULTS.md) and splits them for an offline node that accepts a limited size per visit.
+# ones run on the H200, results/RESULTS.md) and splits them for an offline node that accepts a limited size per visit.
 # The CuTe DSL's cu13 library wheel alone is 92 MB; it is cut into NAME.whl.part-00, -01 (split -d), the first part
 # going with the small wheels into --first (default .whl), the rest into --second (default .whl2). On the node, put
 # the second folder's files into the first and point FLASHCHECK_WHEEL_DIR at it: ci/gpu.sh joins the parts and

@@ -1,7 +1,7 @@
 """FlashInfer (`flashinfer-python` on PyPI: CUDA kernels compiled on first use) under flashcheck.
 
 First run on the H200 on 2026-12-02 (FlashInfer 0.7.4, bf16, head dim 128, its modules built off the node by
-tools/wheels/flashinfer_aot.py): docs/RESULTS.md. That run found that the ragged wrapper keeps the custom mask of an
+tools/wheels/flashinfer_aot.py): results/RESULTS.md. That run found that the ragged wrapper keeps the custom mask of an
 earlier plan() (fixtures/found/flashinfer-ragged-wrapper-stale-custom-mask.json), so `attention` plans masked and
 unmasked batches on wrappers of their own; `attention_one_wrapper` keeps one wrapper per layout, as an application
 that re-plans a single wrapper does, and shows the fault. The realistic-size campaign of a later session found a fault

@@ -18,7 +18,7 @@ with zeros to at least two pairs, since Dynamo also specializes every size that 
 tensors get a spare entry and K/V zero rows past two key blocks. Queries are not padded: one query row and one query
 block select FlexAttention's decoding kernel and its variants, which are under test. The decoding kernel also needs a
 static batch (_decoding()), which its calls get at one size. That leaves, per group size and softcap, three query
-shapes for each of the unpaged and paged paths (tools/flex_graphs.py: 34 graphs in 300 unpaged cases, 70 with a
+shapes for each of the unpaged and paged paths (lab/flex_graphs.py: 34 graphs in 300 unpaged cases, 70 with a
 third paged). FLASHCHECK_FLEX_SIZE_OBLIVIOUS=1 sets torch's experimental `backed_size_oblivious`, which drops the
 query guards too; it is off by default.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/flashinfer_probe.py — which FlashInfer backend the adapter's calls run on, and what a call costs.
+"""lab/flashinfer_probe.py — which FlashInfer backend the adapter's calls run on, and what a call costs.
 
 The adapter (kernels/python/flashcheck_kernels/flashinfer.py) leaves the backend to FlashInfer ("auto"): on sm90 the
 FA3 kernels where no custom mask is needed, FA2 where one is (top-left causal, windows other than a causal left
@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/flex_graphs.py: adapter_call
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # lab/flex_graphs.py: adapter_call
 
 
 def main():

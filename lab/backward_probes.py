@@ -1,6 +1,6 @@
 """Direct probes of PyTorch's CUDA attention backwards, for the analysis of what the backward campaign found on an
-H200 (docs/RESULTS.md). Each probe compares an op's gradients with torch's autograd of exact float64 attention under
-the same mask, and prints one line; run it on a GPU node: python3 tools/backward_probes.py"""
+H200 (results/RESULTS.md). Each probe compares an op's gradients with torch's autograd of exact float64 attention under
+the same mask, and prints one line; run it on a GPU node: python3 lab/backward_probes.py"""
 import torch
 
 torch.manual_seed(0)

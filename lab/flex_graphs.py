@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""tools/flex_graphs.py [--cases N] [--seed S] [--paged] [--size-oblivious] [--log] — how many graphs Dynamo builds for the
+"""lab/flex_graphs.py [--cases N] [--seed S] [--paged] [--size-oblivious] [--log] — how many graphs Dynamo builds for the
 FlexAttention adapter (kernels/python/flashcheck_kernels/flex_attention.py) over N cases of a mixed batch.
 
 Runs on the CPU with a counting Dynamo backend instead of Inductor: the guards, and so the recompilations, are the
 ones a GPU campaign meets, without their cost. Each graph is one Inductor compilation of the flex template on a GPU,
-which is what bounds FlexAttention campaigns (docs/RESULTS.md). --log prints Dynamo's recompilation reasons.
+which is what bounds FlexAttention campaigns (results/RESULTS.md). --log prints Dynamo's recompilation reasons.
 """
 import argparse
 import os
@@ -21,7 +21,7 @@ PAGE_SIZE = 128  # the adapter's paged path takes pages of 128 x n keys
 def adapter_call(lens, heads, kv_heads, d, *, window=(-1, -1), softcap=0.0, used=None, pool=None, dtype, dev):
     """The arguments the Python bridge gives the FlexAttention adapter, (q, k, v, out, lse, args), for sequences of
     (q_len, k_len) with random data: packed K/V, or paged K/V when `pool` lists the physical page of each logical
-    page, sequence after sequence (pages of PAGE_SIZE). Shared with tools/flex_kernel_probe.py."""
+    page, sequence after sequence (pages of PAGE_SIZE). Shared with lab/flex_kernel_probe.py."""
     import torch
     cu_q, cu_k = [0], [0]
     for lq, lk in lens:

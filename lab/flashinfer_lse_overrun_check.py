@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sorts the findings of FlashInfer campaigns into the known LSE overrun of its FA3 kernel and the rest.
 
-    python3 tools/flashinfer_lse_overrun_check.py out/visit/c-fi-default out/visit/c-fi-realistic
+    python3 lab/flashinfer_lse_overrun_check.py out/visit/c-fi-default out/visit/c-fi-realistic
 
 FlashInfer 0.7.4's sm90 prefill (fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json): a query tile of 128
 rows without any key exits early and its 256 consumer threads write -inf to the LSE of the tile's rows and of the

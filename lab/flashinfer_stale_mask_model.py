@@ -1,4 +1,4 @@
-"""tools/flashinfer_stale_mask_model.py — a CPU model of one fault, to check an analysis against a GPU run.
+"""lab/flashinfer_stale_mask_model.py — a CPU model of one fault, to check an analysis against a GPU run.
 
 FlashInfer 0.7.4's BatchPrefillWithRaggedKVCacheWrapper.plan() (flashinfer/prefill.py) stores a custom mask when it
 is given one and never clears it (its paged twin sets _custom_mask_buf = None), and run() picks MaskMode.CUSTOM

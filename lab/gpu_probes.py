@@ -1,5 +1,5 @@
 """Direct probes of PyTorch's CUDA attention ops, for the analysis of what `flashcheck fuzz` found on an
-H200 (docs/RESULTS.md). Each probe prints one line; run it on a GPU node: python3 tools/gpu_probes.py"""
+H200 (results/RESULTS.md). Each probe prints one line; run it on a GPU node: python3 lab/gpu_probes.py"""
 import torch
 
 torch.manual_seed(0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/flex_kernel_probe.py — which FlexAttention kernel the adapter's calls lower to on a GPU.
+"""lab/flex_kernel_probe.py — which FlexAttention kernel the adapter's calls lower to on a GPU.
 
 Inductor picks flex_attention's decoding kernel only for fewer than 128 query rows, a power-of-two group and a
 static batch and head count (torch/_inductor/kernel/flex/flex_decoding.py); the adapter
@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/flex_graphs.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # lab/flex_graphs.py
 
 
 def case(lens, heads, kv_heads, paged=False, dev="cuda"):
