@@ -13,6 +13,7 @@
 #include "campaign/campaign_plan.h"
 #include "search/case_stats.h"
 #include "search/fuzz_report.h"
+#include "search/root_causes.h"
 
 namespace flashcheck {
 
@@ -54,6 +55,7 @@ struct MergeResult {
   std::vector<WorkerThroughput> workers;
   std::vector<std::string> warnings;  // shards missing, campaigns not finished
   double first_start = 0;             // Unix time of the earliest chunk
+  std::vector<RootCause> root_causes;  // every unit's findings by condition (set by the caller: it knows the fixtures)
   bool ok() const;
 };
 

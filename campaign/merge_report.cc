@@ -78,6 +78,7 @@ nlohmann::json merge_json(const MergeResult& m) {
           {"warnings", m.warnings},
           {"first_start", m.first_start},
           {"units", units},
+          {"root_causes", to_json(m.root_causes)},
           {"workers", workers}};
 }
 
@@ -107,6 +108,14 @@ std::string merge_markdown(const MergeResult& m) {
   for (const MergedUnit& u : m.units)
     if (u.report.not_applicable.empty() && !u.report.ok())
       md += fmt::format("\n### {} / {}\n\n```\n{}```\n", u.report.kernel, u.report.property, run_problems(u.report, "flashcheck"));
+  if (!m.root_causes.empty()) {
+    md += "\n## Root causes (one bug, one row)\n\n| | failing cases | kernels | properties | condition | smallest case | recorded in |\n"
+          "|---|---|---|---|---|---|---|\n";
+    for (const RootCause& c : m.root_causes)
+      md += fmt::format("| {} | {} | {} | {} | {} | {}: {} | {} |\n", c.known_fixture.empty() ? "**new**" : "known", c.count,
+                        fmt::join(c.kernels, ", "), fmt::join(c.properties, ", "), c.signature, c.smallest_kernel,
+                        c.smallest_summary, c.known_fixture);
+  }
   md += "\n## Workers\n\n| directory | host | device | cases | busy seconds | cases/s |\n|---|---|---|---|---|---|\n";
   for (const WorkerThroughput& w : m.workers)
     md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} |\n", w.dir, w.host, w.device, w.cases, w.busy_seconds,

@@ -89,6 +89,8 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     ensure_output_dir(o.out);
     lock.emplace(o.out, ".flashcheck-fuzz.lock", "flashcheck fuzz");
   }
+  const std::vector<KnownDefect> known = load_known_defects(o.known, "fuzz");  // before the run: bad paths fail fast
+  std::vector<FuzzReport> reports;
   const bool tty = ::isatty(STDERR_FILENO);
   nlohmann::json all = nlohmann::json::array();
   JunitSuite suite{"flashcheck-fuzz", 0, {}};
@@ -145,7 +147,11 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     else print_fuzz_report(r);
     suite.seconds += r.seconds;
     suite.cases.push_back(junit_case(r, "fuzz", command_name()));
+    reports.push_back(std::move(r));
   }
+  // One bug, one row: the properties' findings grouped by their condition, each labelled with the fixture that
+  // records it, if one does.
+  if (!o.json && runs.size() > 1) fmt::print("{}", root_cause_lines(root_causes(reports, known)));
   if (o.json) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!o.junit.empty()) write_junit_file(o.junit, junit_xml(suite));
   publish_to_github(suite, !o.json);

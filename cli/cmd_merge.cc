@@ -11,6 +11,9 @@ int run_merge(const MergeOptions& o) {
   MergeResult m;
   try {
     m = merge_campaigns(o.dirs);
+    std::vector<FuzzReport> reports;
+    for (const MergedUnit& u : m.units) reports.push_back(u.report);
+    m.root_causes = root_causes(reports, load_known_defects(o.known, "merge"));
   } catch (const MergeError& e) {
     fmt::print(stderr, "flashcheck merge: {}\n", e.what());
     return kExitUsage;

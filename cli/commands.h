@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "search/limits.h"
+#include "search/root_causes.h"
 
 namespace flashcheck {
 class Kernel;
@@ -26,6 +27,11 @@ std::string property_name_list();
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+
+// The bugs the fixtures under `given` record (search/root_causes.h), to label findings with. Without `given`, those of
+// ./fixtures when it exists, and none (with a note on stderr) when it cannot be read; a `given` path that cannot be
+// read is an InputError.
+std::vector<KnownDefect> load_known_defects(const std::vector<std::string>& given, const char* command);
 
 struct ListOptions {
   bool json = false;
@@ -77,6 +83,7 @@ struct FuzzCommandOptions {
   std::string require;  // "gqa=3,leftpad,causal": features every case must have
   std::string junit;    // also write JUnit XML here
   std::string reproduce;
+  std::vector<std::string> known;  // fixtures whose recorded bugs label the root causes (default: ./fixtures)
   bool json = false;
   bool isolate = true;
   double timeout = 120;
@@ -125,6 +132,7 @@ int run_campaign_command(const CampaignCommandOptions& o);
 
 struct MergeOptions {
   std::vector<std::string> dirs;
+  std::vector<std::string> known;  // fixtures whose recorded bugs label the root causes (default: ./fixtures)
   std::string out = "merged";
   std::string junit;   // also write the JUnit XML here
   bool force = false;  // replace a summary.md, junit.xml or report.json in --out that merge did not write

@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
                        "Features every case must have, comma-separated (kernel-level properties): gqa=N (N query heads "
                        "per KV head), " + feature_name_list());
   cmd_fuzz->add_option("--reproduce", fuzz.reproduce, "Replay one failure from its RapidCheck reproduce string");
+  cmd_fuzz->add_option("--known", fuzz.known,
+                       "Fixture files or folders whose recorded bugs label the root causes (repeatable; default: ./fixtures)");
   cmd_fuzz->add_flag("--json", fuzz.json, "Machine-readable report");
   cmd_fuzz->add_option("--junit", fuzz.junit, "Also write the results as JUnit XML to this file");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
@@ -142,6 +144,8 @@ int main(int argc, char** argv) {
   cmd_merge->add_flag("--force", merge.force, "Replace report files in --out that merge did not write (or links in their place)");
   cmd_merge->add_flag("!--no-html", merge.html, "Skip report.html (the plots)");
   cmd_merge->add_option("--junit", merge.junit, "Also write junit.xml's content to this file");
+  cmd_merge->add_option("--known", merge.known,
+                        "Fixture files or folders whose recorded bugs label the root causes (repeatable; default: ./fixtures)");
 
   GateOptions gate;
   auto* cmd_gate = app.add_subcommand(

@@ -12,6 +12,17 @@
 
 namespace flashcheck::cli {
 
+std::vector<KnownDefect> load_known_defects(const std::vector<std::string>& given, const char* command) {
+  if (!given.empty()) return known_defects(given);  // asked for: bad input is the user's to fix (exit 2)
+  if (!path_exists("fixtures")) return {};
+  try {
+    return known_defects({"fixtures"});
+  } catch (const InputError& e) {
+    fmt::print(stderr, "flashcheck {}: findings are not matched against ./fixtures ({})\n", command, e.what());
+    return {};
+  }
+}
+
 bool resolve_kernels(const std::vector<std::string>& names, std::vector<Kernel*>& out) {
   Registry& reg = builtin_registry();
   if (names.empty()) {  // every kernel under test that can run on this machine

@@ -33,6 +33,8 @@ struct Finding {
 // for a failure or crash the features of the minimized case) are one finding: a long campaign on a broken kernel
 // reports each bug once, with its smallest case and its count.
 std::string failure_signature(const std::string& property, const Finding& f);
+// The same without the property: the failing condition alone, which search/root_causes.h groups across runs.
+std::string cause_signature(const Finding& f);
 
 struct FuzzReport {
   std::string kernel, property;  // property: the property's label ("conformance", "integration/hf-main")

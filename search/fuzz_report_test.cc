@@ -44,6 +44,23 @@ TEST(FindingSignature, AFailureOrCrashIsItsFeatures) {
   }
 }
 
+TEST(FindingSignature, WhatTheShrinkerMadeSmallDoesNotSplitABug) {
+  // The same failing condition (causal, bottom-right) minimized once to one query of d 1 in fp16, once to two rows of
+  // d 8 in bf16 at batch 2: one finding. The condition itself (causal or not) still tells bugs apart.
+  Finding a = finding(VerdictKind::kFail, "max error 1 exceeds 0.1", 1, true);
+  a.minimized.head_dim = a.minimized.v_head_dim = 1;
+  a.minimized.dtype = DType::kF16;
+  a.minimized.seqs = {{.q_len = 1, .k_len = 2}};
+  Finding b = finding(VerdictKind::kFail, "max error 3 exceeds 0.1", 1, true);
+  b.minimized.head_dim = b.minimized.v_head_dim = 8;
+  b.minimized.seqs = {{.q_len = 2, .k_len = 3}, {.q_len = 2, .k_len = 3}};
+  EXPECT_EQ(cause_signature(a), cause_signature(b));
+  EXPECT_EQ(findings_of({a, b}), 1u);
+  Finding c = b;
+  c.minimized.causal = false;
+  EXPECT_EQ(findings_of({a, c}), 2u);
+}
+
 TEST(FindingSignature, TheCountOfAGroupedErrorIsEveryCaseItStandsFor) {
   FuzzReport r;
   r.property = "integration";
