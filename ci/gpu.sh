@@ -31,6 +31,8 @@
 #   narrows both to some CUDA kernels)
 #   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
 #   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
+#   python (not in the default): the Python package pip-installed with the CUDA engine, its pytest suite, and
+#   flashcheck.check and the reference on CUDA kernels and tensors (ci/gpu_python_check.py)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 set -uo pipefail
@@ -455,6 +457,26 @@ if has py-campaign; then
     fc merge "$out/py-$slug-default" "$out/py-$slug-realistic" --out "$out/py-$slug-merged" --no-html > "$out/py-$slug-merge.log" 2>&1
     row "$slug campaign" "$(grep -m1 'cases from' "$out/py-$slug-merged/summary.md") $(head -1 "$out/py-$slug-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
   done
+fi
+
+if has python; then
+  # The Python package on the GPU node (docs/PYTHON.md): pip-installed into this Python with the CUDA engine, reusing
+  # build/cuda (its flags kept: the cuda preset's), pybind11 from the node's own pybind11 package; its pytest suite,
+  # then ci/gpu_python_check.py: flashcheck.check on CUDA kernels and the reference and rule on CUDA tensors.
+  start=$(date +%s)
+  pyb=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
+  if FLASHCHECK_CUDA=ON python3 -m pip install --no-build-isolation --no-index --no-deps -C build-dir=build/cuda \
+       -C cmake.define.FLASHCHECK_TESTS=ON -C "cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g -DNDEBUG" \
+       ${pyb:+-C cmake.define.pybind11_DIR=$pyb} . > "$out/python-install.log" 2>&1; then
+    row "python package (pip, CUDA)" "installed in $(( $(date +%s) - start )) s: $(python3 -m flashcheck --version 2>&1 | head -1)"
+    (cd /tmp && timeout 900 python3 -m pytest -q -p no:cacheprovider "$root/python/tests" > "$out/python-pytest.log" 2>&1) ||
+      status=1
+    row "python pytest (installed package)" "$(tail -1 "$out/python-pytest.log")"
+    (cd /tmp && timeout 900 python3 "$root/ci/gpu_python_check.py" > "$out/python-gpu.log" 2>&1) || status=1
+    row "python on CUDA kernels" "$(tail -1 "$out/python-gpu.log")"
+  else
+    tail -30 "$out/python-install.log"; row "python package (pip, CUDA)" "FAILED (see python-install.log)"; status=1
+  fi
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.
