@@ -31,6 +31,8 @@
 #   narrows both to some CUDA kernels)
 #   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
 #   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
+#   lse-merge (not in the default): the lse-merge property on every CUDA kernel that returns an LSE, default and
+#   realistic sizes (GPU_LSE_SECONDS, default 120; GPU_LSE_LARGE_SECONDS, default 60; GPU_LSE_WORKERS; GPU_LSE_SEED)
 #   python (not in the default): the Python package pip-installed with the CUDA engine, its pytest suite, and
 #   flashcheck.check and the reference on CUDA kernels and tensors (ci/gpu_python_check.py)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
@@ -457,6 +459,25 @@ if has py-campaign; then
     fc merge "$out/py-$slug-default" "$out/py-$slug-realistic" --out "$out/py-$slug-merged" --no-html > "$out/py-$slug-merge.log" 2>&1
     row "$slug campaign" "$(grep -m1 'cases from' "$out/py-$slug-merged/summary.md") $(head -1 "$out/py-$slug-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
   done
+fi
+
+if has lse-merge; then
+  # The lse-merge property's calibration on the GPU (issue 29): every CUDA kernel that returns an LSE, its keys split
+  # and merged by the LSEs it returns, at the default sizes and at realistic ones, one campaign sharing the GPU. A
+  # finding is a kernel bug or a false alarm of the rule; the merge's root causes sort them.
+  lse_kernels=()
+  for k in "${cuda_kernels[@]}"; do
+    fc list --json --kernel "$k" 2>/dev/null | grep -q '"returns_lse": true' && lse_kernels+=(--kernel "$k")
+  done
+  start=$(date +%s)
+  fc campaign "${lse_kernels[@]}" --property lse-merge --gpus all --workers-per-gpu "${GPU_LSE_WORKERS:-8}" \
+    --time "${GPU_LSE_SECONDS:-120}" --seed "${GPU_LSE_SEED:-2905}" --out "$out/lse-default" > "$out/lse-default.log" 2>&1
+  fc campaign "${lse_kernels[@]}" --property lse-merge --gpus all --workers-per-gpu "${GPU_LSE_WORKERS:-8}" \
+    --time "${GPU_LSE_LARGE_SECONDS:-60}" --max-len 2048 --max-heads 32 --work-budget 1e9 --seed $(( ${GPU_LSE_SEED:-2905} + 1 )) \
+    --out "$out/lse-realistic" > "$out/lse-realistic.log" 2>&1
+  fc merge "$out/lse-default" "$out/lse-realistic" --out "$out/lse-merged" --no-html > "$out/lse-merge.log" 2>&1
+  row "lse-merge campaign ($(( ${#lse_kernels[@]} / 2 )) kernels)" \
+    "$(grep -m1 'cases from' "$out/lse-merged/summary.md") $(head -1 "$out/lse-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
 fi
 
 if has python; then
