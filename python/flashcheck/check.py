@@ -106,7 +106,7 @@ def _shim(fn, contract, backward, folder: Path) -> str:
     code = Path(fn.__code__.co_filename).resolve()
     key = json.dumps([str(code), fn.__qualname__, contract, repr(backward)], sort_keys=True, default=repr)
     name = f"flashcheck_shim_{hashlib.sha1(key.encode()).hexdigest()[:12]}"
-    lines = ["import importlib.util, sys",
+    lines = ["import importlib.util",
              f"_spec = importlib.util.spec_from_file_location({'_flashcheck_target_' + name!r}, {str(code)!r})",
              "_module = importlib.util.module_from_spec(_spec)",
              "_spec.loader.exec_module(_module)",
@@ -118,7 +118,7 @@ def _shim(fn, contract, backward, folder: Path) -> str:
     if backward == "autograd":
         lines.append("attention.backward = 'autograd'")
     elif backward is not None:
-        lines.append(f"attention.backward = _target_backward = getattr(_module, {backward.__name__!r})")
+        lines.append(f"attention.backward = getattr(_module, {backward.__name__!r})")
     else:
         lines.append("if getattr(_target, 'backward', None) is not None: attention.backward = _target.backward")
     folder.mkdir(parents=True, exist_ok=True)
