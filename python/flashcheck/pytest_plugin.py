@@ -136,20 +136,31 @@ class FixtureFile(pytest.File):
         self._records = None
 
     def collect(self):
-        kernels = _kernels(self.config)
-        cases = self.fixture.get("cases") or self.fixture.get("model_cases") or []
-        for i, case in enumerate(cases):
+        for i, case in enumerate(self.fixture.get("cases") or []):
             expect = case.get("expect") or {}
-            for kernel in kernels:
-                item = FixtureCase.from_parent(self, name=f"{case.get('name', i)}[{kernel}]", index=i, kernel=kernel)
+            for kernel in _kernels(self.config):
                 want = (expect.get(kernel) or {}).get("verdict", "pass")
-                if want not in ("pass", "unsupported"):
-                    why = (expect[kernel].get("why") or "").strip()
-                    item.add_marker(pytest.mark.xfail(
-                        strict=True, raises=KnownBug,
-                        reason=f"known bug, recorded as '{want}'{': ' + why if why else ''} (an XPASS here: the "
-                               "recorded bug NOW PASSES: update the fixture)"))
-                yield item
+                yield self._item(f"{case.get('name', i)}[{kernel}]", i, kernel, False, want,
+                                 (expect.get(kernel) or {}).get("why"))
+        # Model cases run on every profile of the fixture and every kernel ("hf-main@tiled-cpu"): their items are the
+        # replay's records, which say which profile is expected to fail.
+        model_cases = self.fixture.get("model_cases") or []
+        if model_cases:
+            for r in self.records():
+                if r.get("model_case"):
+                    name = model_cases[r["case"]].get("name", r["case"]) if r["case"] < len(model_cases) else r["case"]
+                    yield self._item(f"{name}[{r['kernel']}]", r["case"], r["kernel"], True, r.get("expected", "pass"),
+                                     r.get("reason"))
+
+    def _item(self, name, index, kernel, model, want, why):
+        item = FixtureCase.from_parent(self, name=name, index=index, kernel=kernel, model=model)
+        if want not in ("pass", "unsupported"):
+            why = (why or "").strip()
+            item.add_marker(pytest.mark.xfail(
+                strict=True, raises=KnownBug,
+                reason=f"known bug, recorded as '{want}'{': ' + why if why else ''} (an XPASS here: the "
+                       "recorded bug NOW PASSES: update the fixture)"))
+        return item
 
     def records(self):
         """The replay of this file on every kernel, once: the items look their records up."""
@@ -165,12 +176,13 @@ class FixtureFile(pytest.File):
 
 
 class FixtureCase(pytest.Item):
-    def __init__(self, *, index, kernel, **kwargs):
+    def __init__(self, *, index, kernel, model=False, **kwargs):
         super().__init__(**kwargs)
-        self.index, self.kernel = index, kernel
+        self.index, self.kernel, self.model = index, kernel, model
 
     def runtest(self):
-        mine = [r for r in self.parent.records() if r["case"] == self.index and r["kernel"] == self.kernel]
+        mine = [r for r in self.parent.records()
+                if r["case"] == self.index and r["kernel"] == self.kernel and bool(r.get("model_case")) == self.model]
         if not mine:
             pytest.skip(f"the replay has no record of {self.kernel} on this case")
         r = mine[0]
@@ -186,7 +198,8 @@ class FixtureCase(pytest.Item):
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, (KnownBug, NotAsRecorded)):
-            return f"{excinfo.value}\n  reproduce: flashcheck replay {self.path} --kernel {self.kernel} -v"
+            kernel = self.kernel.split("@")[-1]  # a model case's record names "profile@kernel"
+            return f"{excinfo.value}\n  reproduce: flashcheck replay {self.path} --kernel {kernel} -v"
         return super().repr_failure(excinfo)
 
     def reportinfo(self):

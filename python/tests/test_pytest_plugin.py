@@ -90,3 +90,15 @@ def test_the_flash_attn_grid_judges_cases_and_skips_what_the_contract_excludes(p
     result.assert_outcomes(passed=3, failed=1, skipped=4)
     out = result.stdout.str()
     assert "test_broken[L113x203-d59-gqa-bf16-causal]" in out and "unsupported:" in out
+
+
+def test_model_case_fixtures_give_one_test_per_profile_and_kernel(pytester):
+    # transformers#39814's fixture family: every profile judged on tiled-cpu; the profiles that carry the bug are
+    # strict xfails, the rest pass, none is skipped for want of a record.
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "issues" / "hf-F4-position-ids-without-zero.json"
+    result = pytester.runpytest_subprocess("--flashcheck-fixtures", str(fixture), "--flashcheck-kernel", "tiled-cpu",
+                                           "-p", "no:cacheprovider", "-v")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) > 0 and outcomes.get("xfailed", 0) > 0, outcomes
+    assert "skipped" not in outcomes and "failed" not in outcomes, outcomes
+    assert "[hf-4.55@tiled-cpu] XFAIL" in result.stdout.str()
