@@ -12,9 +12,7 @@
 #include "search/coverage.h"
 
 namespace flashcheck {
-namespace {
 
-// The size a finding's case is ranked by: of two failures with one signature, the smaller is kept.
 std::int64_t case_size(const Finding& f) {
   if (f.model_case) {
     const ModelCase& m = *f.model_case;
@@ -25,8 +23,6 @@ std::int64_t case_size(const Finding& f) {
   for (const Sequence& s : c.seqs) n += s.q_len + s.k_len + 1;
   return n;
 }
-
-}  // namespace
 
 namespace {
 

@@ -33,7 +33,9 @@ struct Finding {
 // for a failure or crash the features of the minimized case) are one finding: a long campaign on a broken kernel
 // reports each bug once, with its smallest case and its count.
 std::string failure_signature(const std::string& property, const Finding& f);
-// The same without the property: the failing condition alone, which search/root_causes.h groups across runs.
+// The size a finding's case is ranked by: of two failures with one signature (or one root cause), the smaller is kept.
+std::int64_t case_size(const Finding& f);
+// The same signature without the property: the failing condition alone, which search/root_causes.h groups across runs.
 std::string cause_signature(const Finding& f);
 
 struct FuzzReport {

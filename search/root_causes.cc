@@ -57,8 +57,7 @@ std::vector<RootCause> root_causes(const std::vector<FuzzReport>& reports, const
       add_unique(c.kernels, r.kernel);
       add_unique(c.properties, r.property);
       c.count += f.count;
-      const std::int64_t size = f.model_case ? f.model_case->batch * (f.model_case->q_len + f.model_case->past)
-                                             : static_cast<std::int64_t>(summary(f.minimized).size());
+      const std::int64_t size = case_size(f);
       if (g->smallest_size < 0 || size < g->smallest_size) {
         g->smallest_size = size;
         c.reason = f.verdict.reason;
