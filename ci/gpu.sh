@@ -35,6 +35,8 @@
 #   realistic sizes (GPU_LSE_SECONDS, default 120; GPU_LSE_LARGE_SECONDS, default 60; GPU_LSE_WORKERS; GPU_LSE_SEED)
 #   python (not in the default): the Python package pip-installed with the CUDA engine, its pytest suite, and
 #   flashcheck.check and the reference on CUDA kernels and tensors (ci/gpu_python_check.py)
+#   repro (not in the default): `flashcheck repro` scripts of every fixtures/found/ finding on a CUDA kernel, run with
+#   this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict line)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 set -uo pipefail
@@ -120,7 +122,7 @@ fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
-if has integration || has campaign || has sanitize || has backward; then
+if has integration || has campaign || has sanitize || has backward || has lse-merge || has repro; then
   if list_json=$(fc list --json 2> "$out/list.err"); then
     read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
 import json, sys
@@ -498,6 +500,24 @@ if has python; then
   else
     tail -30 "$out/python-install.log"; row "python package (pip, CUDA)" "FAILED (see python-install.log)"; status=1
   fi
+fi
+
+if has repro; then
+  # Upstream-ready reproducers (issue 29): every committed fixtures/found/ finding of a CUDA kernel that repro writes
+  # scripts for, as a standalone script (flashcheck repro), run with this node's torch: exit 1 is "reproduced".
+  mkdir -p "$out/repro"
+  reproduced=0 total=0
+  for f in fixtures/found/*.json; do
+    for k in "${cuda_kernels[@]}"; do
+      name=$(basename "$f" .json)-$k
+      fc repro "$f" --kernel "$k" --out "$out/repro/$name" > "$out/repro/$name.gen.log" 2>&1 || continue
+      total=$((total + 1))
+      timeout 300 python3 "$out/repro/$name/repro.py" > "$out/repro/$name.log" 2>&1; rc=$?
+      [ $rc = 1 ] && reproduced=$((reproduced + 1))
+      row "repro $name" "exit $rc: $(tail -1 "$out/repro/$name.log" | cut -c1-150)"
+    done
+  done
+  row "repro scripts (fixtures/found, CUDA)" "$reproduced of $total reproduce (exit 1)"
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

@@ -40,8 +40,8 @@ good=$work/cpu-good/libexample_cpu_attention.so broken=$work/cpu-broken/libexamp
 broken_backward=$work/cpu-broken-backward/libexample_cpu_attention.so
 
 expect plugin-listed 0 'example-cpu-attention' -- "$fc" --plugin "$good" list --json
-expect plugin-good-passes 0 'example-cpu-attention / conformance: 400 cases' -- \
-  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 400 --seed 11 --out "$work/found-good"
+expect plugin-good-passes 0 'example-cpu-attention / conformance: 150 cases' -- \
+  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 150 --seed 11 --out "$work/found-good"
 expect plugin-broken-is-caught 1 'FOUND at case' -- \
   "$fc" --plugin "$broken" fuzz --kernel example-cpu-attention --property conformance --cases 400 --seed 11 --out "$work/found-broken"
 expect plugin-good-backward-passes 0 'example-cpu-attention / grad-fd: 300 cases in .*0 failing' -- \
@@ -51,8 +51,8 @@ expect plugin-broken-backward-is-caught 1 'grad-gqa: 100 cases in .*, [1-9][0-9]
   "$fc" --plugin "$broken_backward" fuzz --kernel example-cpu-attention --property grad-gqa --cases 100 --seed 11 \
   --shrink-seconds 10 --out "$work/found-broken-backward"
 expect plugin-through-environment 0 'example-cpu-attention' -- env FLASHCHECK_PLUGINS="$good" "$fc" list
-expect python-good-passes 0 'py:flashcheck_kernels.reference:attention / conformance: 300 cases' -- \
-  "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention --property all --cases 300 --seed 11 --out "$work/found-py-good"
+expect python-good-passes 0 'py:flashcheck_kernels.reference:attention / conformance: 150 cases' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention --property all --cases 150 --seed 11 --out "$work/found-py-good"
 expect python-broken-is-caught 1 'FOUND at case' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.reference:attention_top_left --property conformance --cases 300 --seed 11 --out "$work/found-py-broken"
 # Its backward through autograd passes the gradient properties (the run above, --property all); a twin whose softcap

@@ -108,6 +108,13 @@ struct FixtureNewOptions {
 };
 int run_fixture_new(const FixtureNewOptions& o);
 
+struct ReproOptions {
+  std::string fixture, kernel, case_name, out;
+  bool force = false;        // replace files of the folder that repro did not write
+  std::string generated_by;  // "flashcheck 0.1.0 (commit ...)", for the script's header
+};
+int run_repro(const ReproOptions& o);
+
 // --junit PATH: the XML written atomically at PATH (a link there is replaced, not followed); throws OutputError.
 void write_junit_file(const std::string& path, const std::string& xml);
 

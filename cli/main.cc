@@ -286,6 +286,17 @@ int main(int argc, char** argv) {
       ->expected(1)
       ->take_all();
 
+  ReproOptions repro;
+  repro.generated_by = fmt::format("flashcheck {} (commit {})", FLASHCHECK_VERSION, FLASHCHECK_COMMIT);
+  auto* cmd_repro = app.add_subcommand(
+      "repro", "Write a fixture's case as a standalone Python reproducer (torch only) and an issue body, for upstream");
+  cmd_repro->add_option("fixture", repro.fixture, "The fixture file")->required();
+  cmd_repro->add_option("--out,-o", repro.out, "Folder for repro.py, case.safetensors and ISSUE.md")->required();
+  cmd_repro->add_option("--kernel,-k", repro.kernel,
+                        "The kernel (default: the first one a case records a failure of)");
+  cmd_repro->add_option("--case", repro.case_name, "The case, by name or number (default: the first recording a failure)");
+  cmd_repro->add_flag("--force", repro.force, "Replace files in --out that repro did not write");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -308,6 +319,7 @@ int main(int argc, char** argv) {
     if (*cmd_export) return run_export(exp);
     if (*cmd_live) return run_hf_live(live);
     if (*cmd_fixture_new) return run_fixture_new(fixture_new);
+    if (*cmd_repro) return run_repro(repro);
   } catch (const flashcheck::InputError& e) {
     fmt::print(stderr, "flashcheck {}: {}\n", name, e.what());
   } catch (const flashcheck::OutputError& e) {

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `flashcheck repro` end to end on the CPU kernels: the committed cpu-flash backward finding's script reproduces it
+# (exit 1, dK and dV outside the rule) and the same case passes on sdpa-math-cpu (exit 0); forward and backward cases
+# with GQA, both causal alignments, windows, softcap, varlen, seqused_k and left padding pass on both CPU kernels (the
+# script's reference and masks agree with the kernels'); a planted defect in a script's kernel call (scale x 1.01) is
+# caught; a crash of the kernel call is a reproduction; refusals name their reason; a user's file is never replaced.
+# Usage: repro_test.sh FLASHCHECK PYTHON WORKDIR
+set -uo pipefail
+fc=$1 py=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+found=fixtures/found/cpu-flash-backward-reduced-precision-accumulation.json
+
+# The finding reproduces where flashcheck recorded it, and only there.
+"$fc" repro "$found" --out "$work/found" > "$work/found.log" 2>&1 || fail "repro: $(cat "$work/found.log")"
+grep -q "on cpu-flash (flashcheck expects fail)" "$work/found.log" || fail "default case/kernel: $(cat "$work/found.log")"
+"$py" "$work/found/repro.py" > "$work/found.out" 2>&1
+[ $? = 1 ] || fail "the cpu-flash finding did not reproduce: $(cat "$work/found.out")"
+grep -qE '^  dk   FAIL' "$work/found.out" && grep -qE '^  dv   FAIL' "$work/found.out" &&
+  grep -q '^REPRODUCED' "$work/found.out" || fail "dK/dV not named: $(cat "$work/found.out")"
+grep -q "^# Reproducer: PyTorch's CPU flash attention backward" "$work/found/repro.py" || fail "script header"
+grep -q "^<!-- written by flashcheck repro -->" "$work/found/ISSUE.md" && grep -q "## Expected vs actual" "$work/found/ISSUE.md" ||
+  fail "ISSUE.md: $(head -5 "$work/found/ISSUE.md")"
+"$py" "$work/found/repro.py" --markdown > "$work/found.md" 2>&1
+grep -q "### Environment" "$work/found.md" && grep -q "^- torch: " "$work/found.md" || fail "--markdown: $(cat "$work/found.md")"
+"$fc" repro "$found" --kernel sdpa-math-cpu --case mqa64-bf16-max-check --out "$work/math" > /dev/null 2>&1 || fail "repro math"
+"$py" "$work/math/repro.py" > "$work/math.out" 2>&1 || fail "sdpa-math-cpu on the finding's case: $(cat "$work/math.out")"
+grep -q "not reproduced: within the rule" "$work/math.out" || fail "math verdict: $(cat "$work/math.out")"
+
+# Cases across the script's layouts, from fixture new, pass on both CPU kernels.
+n=0
+while read -r flags; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  "$fc" fixture new --out "$work/case$n.json" --title "layout $n" $flags --expect sdpa-math-cpu=pass > "$work/new$n.log" 2>&1 ||
+    fail "fixture new $flags: $(cat "$work/new$n.log")"
+  for k in sdpa-math-cpu cpu-flash; do
+    "$fc" repro "$work/case$n.json" --kernel $k --case 0 --out "$work/case$n-$k" > "$work/repro$n-$k.log" 2>&1 ||
+      fail "repro $flags on $k: $(cat "$work/repro$n-$k.log")"
+    "$py" "$work/case$n-$k/repro.py" > "$work/case$n-$k.out" 2>&1 ||
+      fail "case $n ($flags) on $k did not pass: $(cat "$work/case$n-$k.out")"
+  done
+done <<'EOF'
+--seqs 2x5,3x9,4x4 --heads 4 --kv-heads 2 --causal --dtype fp32
+--seqs 5x3,2x7 --heads 2 --causal --top-left --dtype bf16 --head-dim 16
+--seqs 6x9,7x7 --heads 6 --kv-heads 3 --window 3,1 --seqused-k 8,7 --leftpad 1,0 --dtype fp16 --head-dim 8
+--seqs 4x6,5x5 --heads 4 --kv-heads 2 --causal --window 2,0 --backward --dtype fp32 --head-dim 8
+EOF
+
+# A planted defect in the kernel call: the softmax scale 1% off must be caught.
+sed 's/scale=SCALE/scale=SCALE * 1.01/' "$work/case1-sdpa-math-cpu/repro.py" > "$work/case1-sdpa-math-cpu/planted.py"
+grep -q "SCALE \* 1.01" "$work/case1-sdpa-math-cpu/planted.py" || fail "the plant did not apply"
+"$py" "$work/case1-sdpa-math-cpu/planted.py" > "$work/planted.out" 2>&1
+[ $? = 1 ] && grep -qE '^  out  FAIL' "$work/planted.out" || fail "a 1% scale error was not caught: $(cat "$work/planted.out")"
+# A kernel call that raises is a reproduction, with its message.
+sed 's/^def call_op(q, k, v, mask, is_causal):$/&\n    raise RuntimeError("planted: unsupported shape")/' \
+  "$work/case1-sdpa-math-cpu/repro.py" > "$work/case1-sdpa-math-cpu/raises.py"
+"$py" "$work/case1-sdpa-math-cpu/raises.py" > "$work/raises.out" 2>&1
+[ $? = 1 ] && grep -q "REPRODUCED: the kernel raised RuntimeError: planted: unsupported shape" "$work/raises.out" ||
+  fail "a raising kernel: $(cat "$work/raises.out")"
+
+# Refusals (exit 2) with their reasons.
+expect_refusal() {
+  local pattern=$1; shift
+  "$fc" repro "$@" > "$work/refused.log" 2>&1
+  [ $? = 2 ] && grep -q -- "$pattern" "$work/refused.log" || fail "repro $*: wanted exit 2 and '$pattern': $(cat "$work/refused.log")"
+}
+expect_refusal "tiled-cpu is flashcheck's own kernel" "$found" --kernel tiled-cpu --out "$work/x"
+expect_refusal "runs through a Python adapter" fixtures/found/flex-attention-nan-in-masked-keys.json \
+  --kernel py:flashcheck_kernels.flex_attention:attention --out "$work/x"
+expect_refusal "has only model-level cases" fixtures/issues/hf-F1-decode-position-ids.json --out "$work/x"
+expect_refusal "no case named or numbered 'nope'" "$found" --case nope --out "$work/x"
+expect_refusal "no-such.json" "$work/no-such.json" --out "$work/x"
+"$fc" fixture new --out "$work/paged.json" --title p --seqs 2x5 --expect sdpa-math-cpu=fail > /dev/null 2>&1 || fail "paged"
+sed -i 's/"storage": "packed"/"storage": "paged"/' "$work/paged.json"
+expect_refusal "paged K/V" "$work/paged.json" --kernel sdpa-math-cpu --case 0 --out "$work/x"
+expect_refusal "is dense" "$work/case1.json" --kernel flash-fwd-dense --case 0 --out "$work/x"
+"$fc" fixture new --out "$work/softcap.json" --title s --seqs 2x5 --softcap 5 --expect sdpa-math-cpu=pass > /dev/null 2>&1 || fail "softcap"
+expect_refusal "sdpa-math-cpu takes no softcap" "$work/softcap.json" --kernel sdpa-math-cpu --case 0 --out "$work/x"
+"$fc" fixture new --out "$work/dv.json" --title d --seqs 2x5 --head-dim 16 --v-head-dim 8 > /dev/null 2>&1 || fail "dv"
+expect_refusal "outside cpu-flash's contract (does not support v_head_dim != head_dim)" "$work/dv.json" --kernel cpu-flash \
+  --case 0 --out "$work/x"
+# A user's file in --out is kept; --force replaces it; a second run replaces repro's own files.
+mkdir -p "$work/user" && echo "my notes" > "$work/user/ISSUE.md"
+expect_refusal "ISSUE.md" "$found" --out "$work/user"
+grep -q "my notes" "$work/user/ISSUE.md" || fail "the user's ISSUE.md was replaced"
+"$fc" repro "$found" --out "$work/user" --force > /dev/null 2>&1 && grep -q "written by flashcheck repro" "$work/user/ISSUE.md" ||
+  fail "--force did not replace it"
+"$fc" repro "$found" --out "$work/found" > /dev/null 2>&1 || fail "repro over its own files"
+echo "repro: ok ($n layouts on 2 kernels, the finding, a plant, a raise, 11 refusals)"
