@@ -52,6 +52,12 @@ sed 's/scale=SCALE/scale=SCALE * 1.01/' "$work/case1-sdpa-math-cpu/repro.py" > "
 grep -q "SCALE \* 1.01" "$work/case1-sdpa-math-cpu/planted.py" || fail "the plant did not apply"
 "$py" "$work/case1-sdpa-math-cpu/planted.py" > "$work/planted.out" 2>&1
 [ $? = 1 ] && grep -qE '^  out  FAIL' "$work/planted.out" || fail "a 1% scale error was not caught: $(cat "$work/planted.out")"
+# A NaN from the kernel fails with an infinite error, named where it is.
+sed 's/^    return o, None$/    o = o.clone(); o[0, 1, 1, 3] = float("nan")\n    return o, None/' \
+  "$work/case1-sdpa-math-cpu/repro.py" > "$work/case1-sdpa-math-cpu/nan.py"
+"$py" "$work/case1-sdpa-math-cpu/nan.py" > "$work/nan.out" 2>&1
+[ $? = 1 ] && grep -qE '^  out  FAIL  max error inf, .* at sequence 0 \(1, 1, 3\): kernel nan' "$work/nan.out" ||
+  fail "a NaN output: $(cat "$work/nan.out")"
 # A kernel call that raises is a reproduction, with its message.
 sed 's/^def call_op(q, k, v, mask, is_causal):$/&\n    raise RuntimeError("planted: unsupported shape")/' \
   "$work/case1-sdpa-math-cpu/repro.py" > "$work/case1-sdpa-math-cpu/raises.py"
@@ -87,4 +93,4 @@ grep -q "my notes" "$work/user/ISSUE.md" || fail "the user's ISSUE.md was replac
 "$fc" repro "$found" --out "$work/user" --force > /dev/null 2>&1 && grep -q "written by flashcheck repro" "$work/user/ISSUE.md" ||
   fail "--force did not replace it"
 "$fc" repro "$found" --out "$work/found" > /dev/null 2>&1 || fail "repro over its own files"
-echo "repro: ok ($n layouts on 2 kernels, the finding, a plant, a raise, 11 refusals)"
+echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 11 refusals)"

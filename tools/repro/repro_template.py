@@ -374,11 +374,11 @@ def worst(kernel, ref, base):
     k64, r64, b64 = kernel.double(), ref.double(), base.double()
     err = (k64 - r64).abs()
     err = torch.where(torch.isfinite(k64) | ~torch.isfinite(r64), err, torch.full_like(err, math.inf))
-    err = torch.nan_to_num(err, nan=math.inf)
+    err = torch.nan_to_num(err, nan=math.inf, posinf=math.inf)
     if err.numel() == 0:
         return 0.0, 0.0, None
     i = int(torch.argmax(err))
-    return float(err.reshape(-1)[i]), float((b64 - r64).abs().nan_to_num(nan=math.inf).max()), i
+    return float(err.reshape(-1)[i]), float((b64 - r64).abs().nan_to_num(nan=math.inf, posinf=math.inf).max()), i
 
 
 def judge(results, refs, bases, dev):
