@@ -49,6 +49,21 @@ hf_live_backward() {
   HF_VERSION=5.17.0 build/cpu/cli/flashcheck hf-live --python tools/hf_live/python.sh --generated 50 --backward \
     --out build/hf-live-backward > build/hf-live-backward.txt 2>&1 || { cat build/hf-live-backward.txt; return 1; }
   tail -1 build/hf-live-backward-selftest.txt
+  # hf-live checks the profile it judges by against the release: hf-main holds on 5.17.0, hf-4.53 does not on 4.53.3
+  # (installed by the matrix), and saying so is exit 1.
+  grep -q "^hf-live: profile hf-main agrees with transformers 5.17.0" build/hf-live-backward.txt ||
+    { echo "hf-live did not confirm hf-main on 5.17.0"; grep "^hf-live" build/hf-live-backward.txt; return 1; }
+  local rc=0
+  HF_VERSION=4.53.3 build/cpu/cli/flashcheck hf-live --python tools/hf_live/python.sh --generated 20 --profile hf-4.53 \
+    --shrink-rounds 1 --path flash --out build/hf-live-claim > build/hf-live-claim.txt 2>&1 || rc=$?
+  [ $rc = 1 ] && grep -q "^hf-live: profile hf-4.53 DISAGREES with transformers 4.53.3" build/hf-live-claim.txt ||
+    { echo "hf-live missed a false profile claim (exit $rc)"; grep "^hf-live" build/hf-live-claim.txt; return 1; }
+  # Release bisection over three releases the matrix installed: #39814's decode case first fails on 4.55.0 (of these)
+  # and is fixed on 4.55.2.
+  build/cpu/cli/flashcheck bisect fixtures/issues/hf-F4-position-ids-without-zero.json --case f4-decode-from-cache \
+    --transformers 4.53.0..5.17.0 --releases 4.53.3,4.55.0,4.55.2 --out build/hf-bisect > build/hf-bisect.txt 2>&1 &&
+    grep -q "^first bad: 4.55.0 (after 4.53.3, good); first fixed: 4.55.2 (after 4.55.0, bad)" build/hf-bisect.txt ||
+    { echo "bisect did not find #39814's releases"; cat build/hf-bisect.txt; return 1; }
 }
 step "hf-live backward" hf_live_backward
 # Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job

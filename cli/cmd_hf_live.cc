@@ -7,6 +7,7 @@
 // too, so the report says whether the harness's model of that release reproduces what the release did.
 // With --backward the worker also judges the gradients of the training-shaped cases ("<path>-backward") and a
 // tiny model's training step ("model-backward"); a backward whose forward already fails is counted, not shrunk again.
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
@@ -73,9 +74,17 @@ class LiveRun {
  public:
   LiveRun(const HfLiveOptions& o, PythonWorker& worker, std::string version, std::string backend)
       : o_(o), worker_(worker), version_(std::move(version)), backend_(std::move(backend)),
-        profile_(hf::profile_for_release(version_)) {}
+        choice_(choose(o, version_)), profile_(choice_.profile) {}
+
+  // --profile, else the release's own (core/hf_profiles.h profile_choice_for_release).
+  static hf::ProfileChoice choose(const HfLiveOptions& o, const std::string& version) {
+    if (o.profile.empty()) return hf::profile_choice_for_release(version);
+    const std::optional<hf::Profile> p = hf::parse_profile(o.profile);
+    return {p, true, fmt::format("given by --profile; {}", hf::profile_choice_for_release(version).why)};
+  }
 
   std::optional<hf::Profile> profile() const { return profile_; }
+  const hf::ProfileChoice& choice() const { return choice_; }
   const std::string& version() const { return version_; }
 
   // Judges the cases in one request: one result per case, or nullopt with the worker's error printed. With
@@ -181,6 +190,13 @@ class LiveRun {
       Kernel* k = builtin_registry().find("tiled-cpu");
       const IntegrationResult model =
           backward ? check_integration_backward(*profile_, *k, m, hf::HfPath::kFlash) : check_integration(*profile_, *k, m);
+      // The profile reproduces an error by the part of its message every run shares (an IndexError's first out-of-range
+      // index depends on the gather's order): where the release's message holds the profile's, expect the shared part.
+      std::string modelled = model.verdict.reason;
+      if (modelled.starts_with("transformers raises: ")) modelled.erase(0, std::string_view("transformers raises: ").size());
+      if (e.verdict == VerdictKind::kError && model.verdict.kind == VerdictKind::kError && !modelled.empty() &&
+          e.reason_contains.find(modelled) != std::string::npos)
+        e.reason_contains = modelled;
       const bool same = model.verdict.kind == e.verdict &&
                         (e.reason_contains.empty() || model.verdict.reason.find(e.reason_contains) != std::string::npos);
       profile_note = fmt::format("profile {} {} it ({}: {})", hf::to_string(*profile_), same ? "reproduces" : "DOES NOT reproduce",
@@ -204,6 +220,7 @@ class LiveRun {
   const HfLiveOptions& o_;
   PythonWorker& worker_;
   std::string version_, backend_;
+  hf::ProfileChoice choice_;
   std::optional<hf::Profile> profile_;
   json model_backward_ = json::object();
 };
@@ -245,6 +262,36 @@ bool report_model_backward(const LiveRun& run, const HfLiveOptions& o, const jso
   return kind == VerdictKind::kPass || kind == VerdictKind::kUnsupported;
 }
 
+// Whether the release behaves as the profile it is judged by: on every case, the release's flash path and the profile's
+// model of it (on tiled-cpu) give the same verdict kind (pass, fail, error). The profile decides which failures are
+// documented divergences rather than findings, so a claim that does not hold would hide findings.
+struct ClaimCheck {
+  int checked = 0, agree = 0;
+  std::vector<std::string> disagreements;  // the first few
+};
+
+ClaimCheck check_profile_claim(hf::Profile profile, const std::vector<NamedModelCase>& cases, const json& results) {
+  ClaimCheck c;
+  Kernel* k = builtin_registry().find("tiled-cpu");
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const json& ps = results[i].value("paths", json::object());
+    if (results[i].contains("bad_input") || !ps.contains("flash")) continue;
+    const VerdictKind release = kind_of(ps.at("flash"));
+    if (release == VerdictKind::kUnsupported) continue;
+    const Verdict model = check_integration(profile, *k, cases[i].second).verdict;
+    if (model.kind == VerdictKind::kUnsupported) continue;
+    ++c.checked;
+    if (model.kind == release) {
+      ++c.agree;
+    } else if (c.disagreements.size() < 3) {
+      c.disagreements.push_back(fmt::format("{}: the release {} ({}), the profile {} ({})", cases[i].first,
+                                            to_string(release), printable(ps.at("flash").value("reason", ""), 160),
+                                            to_string(model.kind), printable(model.reason, 160)));
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 int run_hf_live(const HfLiveOptions& o) {
@@ -254,6 +301,11 @@ int run_hf_live(const HfLiveOptions& o) {
       fmt::print(stderr, "flashcheck hf-live: unknown path '{}' (flash, sdpa)\n", p);
       return kExitUsage;
     }
+  if (!o.profile.empty() && !hf::parse_profile(o.profile)) {
+    fmt::print(stderr, "flashcheck hf-live: --profile: '{}' is not a profile ({})\n", printable(o.profile, 60),
+               hf::profile_name_list());
+    return kExitUsage;
+  }
   const std::string script = find_script(o.script);
   if (script.empty()) {
     fmt::print(stderr, "flashcheck hf-live: live.py not found: not installed with this executable (share/flashcheck/hf_live), "
@@ -289,10 +341,21 @@ int run_hf_live(const HfLiveOptions& o) {
   if (!o.json)
     fmt::print("hf-live: transformers {} ({}), torch {}, python {}, kernel {}; profile {}\n", run.version(),
                h.value("transformers_path", "?"), h.value("torch", "?"), h.value("python", "?"), h.value("kernel", "?"),
-               run.profile() ? fmt::format("{} ({})", hf::to_string(*run.profile()), hf::profile_spec(*run.profile()).releases)
-                             : std::string("none: no profile's release range holds this version"));
+               run.profile() ? fmt::format("{} ({})", hf::to_string(*run.profile()), run.choice().why) : run.choice().why);
   const std::optional<json> results = run.judge(cases, (fs::path(o.out) / "cases").string(), /*model_backward=*/true);
   if (!results) return kExitUsage;
+
+  std::optional<ClaimCheck> claim;
+  if (run.profile() && std::find(o.paths.begin(), o.paths.end(), "flash") != o.paths.end()) {
+    claim = check_profile_claim(*run.profile(), cases, *results);
+    if (!o.json) {
+      fmt::print("hf-live: profile {} {} transformers {}: the same verdict on {} of {} cases (flash path){}\n",
+                 hf::to_string(*run.profile()), claim->agree == claim->checked ? "agrees with" : "DISAGREES with",
+                 run.version(), claim->agree, claim->checked,
+                 claim->agree == claim->checked ? "" : "; its documented divergences cannot be trusted for this release");
+      for (const std::string& d : claim->disagreements) fmt::print("    {}\n", d);
+    }
+  }
 
   std::vector<std::string> all_paths{"eager"};
   all_paths.insert(all_paths.end(), o.paths.begin(), o.paths.end());
@@ -351,7 +414,8 @@ int run_hf_live(const HfLiveOptions& o) {
       Finding f = run.shrink(path, m, r, static_cast<std::int64_t>(i) + 1);
       std::string note;
       f.fixture = run.save(path, f, note);
-      if (const auto upstream = hf::upstream_symptom(f.verdict.reason)) f.verdict.reason += fmt::format(" -- the symptom of {}", *upstream);
+      if (const auto upstream = hf::upstream_symptom(f.verdict.reason, *f.model_case))
+        f.verdict.reason += fmt::format(" -- the symptom of {}", *upstream);
       notes.push_back(fmt::format("{}: {}", f.fixture, note));
       add_finding(rep, std::move(f), [](const Finding& g) { return g.fixture; });
     }
@@ -361,6 +425,11 @@ int run_hf_live(const HfLiveOptions& o) {
       json j = to_json(rep);
       j["release"] = h;
       j["profile_checks"] = notes;
+      j["profile"] = {{"name", run.profile() ? std::string(hf::to_string(*run.profile())) : ""},
+                      {"why", run.choice().why},
+                      {"assumed", run.choice().assumed}};
+      if (claim)
+        j["profile"]["claim"] = {{"checked", claim->checked}, {"agree", claim->agree}, {"disagreements", claim->disagreements}};
       reports.push_back(std::move(j));
     } else {
       print_fuzz_report(rep);
@@ -371,6 +440,7 @@ int run_hf_live(const HfLiveOptions& o) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ok = report_model_backward(run, o, h, seconds, reports) && ok;
   }
+  if (claim && claim->agree != claim->checked) ok = false;
   if (o.json) std::cout << reports.dump(2) << "\n";
   return ok ? kExitOk : kExitFailure;
 }

@@ -5,11 +5,43 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "core/hf_profiles.h"
 #include "kernels/contract_json.h"
 #include "kernels/kernel.h"
 
 namespace flashcheck::cli {
+namespace {
+
+// The HF profiles with the releases each claims: tools/hf_crosscheck/matrix.sh --long checks every boundary.
+int list_profiles(bool json) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const hf::ProfileSpec& p : hf::profile_table()) {
+    const bool narrower = !p.sdpa_first_release.empty();
+    arr.push_back({{"name", p.name},
+                   {"releases", p.releases},
+                   {"first_release", p.first_release},
+                   {"last_release", p.last_release},
+                   {"sdpa_first_release", narrower ? p.sdpa_first_release : p.first_release},
+                   {"sdpa_last_release", narrower ? p.sdpa_last_release : p.last_release}});
+  }
+  if (json) {
+    std::cout << arr.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const nlohmann::json& p : arr) {
+    const std::string first = p["first_release"], last = p["last_release"];
+    const std::string sdpa_first = p["sdpa_first_release"], sdpa_last = p["sdpa_last_release"];
+    fmt::print("{:<14} {}\n", p["name"].get<std::string>(),
+               first.empty() ? std::string("no release") : fmt::format("{} - {}{}", first, last,
+                   sdpa_first == first && sdpa_last == last ? "" : fmt::format(" (SDPA {} - {})", sdpa_first, sdpa_last)));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int run_list(const ListOptions& o) {
+  if (o.profiles) return list_profiles(o.json);
   const Registry& reg = builtin_registry();
   std::vector<Kernel*> ks = reg.kernels();
   if (o.mutants) ks = reg.mutants();

@@ -36,6 +36,7 @@ std::vector<KnownDefect> load_known_defects(const std::vector<std::string>& give
 struct ListOptions {
   bool json = false;
   bool mutants = false;
+  bool profiles = false;             // the HF profiles and the releases each claims, instead of kernels
   std::vector<std::string> kernels;  // these (e.g. py: kernels, resolved on demand) instead of the registry's
 };
 int run_list(const ListOptions& o);
@@ -107,6 +108,11 @@ struct FixtureNewOptions {
   std::vector<std::string> expect;  // "KERNEL=VERDICT[:WHY]"
 };
 int run_fixture_new(const FixtureNewOptions& o);
+
+struct BisectOptions {
+  std::string fixture, transformers, case_name, releases, out;
+};
+int run_bisect(const BisectOptions& o);
 
 struct ReproOptions {
   std::string fixture, kernel, case_name, out;
@@ -189,6 +195,7 @@ struct HfLiveOptions {
   std::vector<std::string> paths{"flash", "sdpa"};
   bool backward = false;                          // also "<path>-backward" (training-shaped cases) and "model-backward"
   std::string script;                             // default: tools/hf_live/live.py
+  std::string profile;                            // judge by this profile, not the release's (its claim still checked)
   int shrink_rounds = 40;
   bool json = false;
 };

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   auto* cmd_list = app.add_subcommand("list", "List the kernels of this build and their contracts");
   cmd_list->add_flag("--json", list.json, "Machine-readable output");
   cmd_list->add_flag("--mutants", list.mutants, "List the deliberately broken kernels instead");
+  cmd_list->add_flag("--profiles", list.profiles,
+                     "List the transformers profiles instead: the releases each claims (flash path and eager; SDPA)");
   cmd_list->add_option("--kernel,-k", list.kernels, "List these kernels (repeatable; py: kernels are resolved)")
       ->expected(1)
       ->take_all();
@@ -248,6 +250,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "reference", "torch-fa2"}));
   cmd_live->add_option("--path", live.paths, "Path to check (repeatable): flash, sdpa")->expected(1)->take_all()->capture_default_str();
   cmd_live->add_option("--script", live.script, "tools/hf_live/live.py elsewhere");
+  cmd_live->add_option("--profile", live.profile,
+                       "Judge the release by this profile instead of the one whose range holds it; the release is still "
+                       "checked against it (exit 1 when they disagree)");
   cmd_live->add_flag("--backward", live.backward,
                      "Also check the gradients of training-shaped cases (flash-backward, sdpa-backward) and a tiny "
                      "model's training step (model-backward)");
@@ -297,6 +302,18 @@ int main(int argc, char** argv) {
   cmd_repro->add_option("--case", repro.case_name, "The case, by name or number (default: the first recording a failure)");
   cmd_repro->add_flag("--force", repro.force, "Replace files in --out that repro did not write");
 
+  BisectOptions bisect;
+  auto* cmd_bisect = app.add_subcommand(
+      "bisect", "The first transformers release where a fixture's model cases fail on the flash path, and the first "
+                "that fixes them (releases installed side by side, each judged by hf-live)");
+  cmd_bisect->add_option("fixture", bisect.fixture, "A fixture with model-level cases")->required();
+  cmd_bisect->add_option("--transformers", bisect.transformers, "The releases to search: FROM..TO, e.g. 4.53.0..5.25.0")
+      ->required();
+  cmd_bisect->add_option("--case", bisect.case_name, "Only this model case of the fixture");
+  cmd_bisect->add_option("--releases", bisect.releases,
+                         "The candidate releases, comma-separated (default: every final release PyPI lists)");
+  cmd_bisect->add_option("--out,-o", bisect.out, "Folder for the probes' hf-live output (default: a temporary one)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -320,6 +337,7 @@ int main(int argc, char** argv) {
     if (*cmd_live) return run_hf_live(live);
     if (*cmd_fixture_new) return run_fixture_new(fixture_new);
     if (*cmd_repro) return run_repro(repro);
+    if (*cmd_bisect) return run_bisect(bisect);
   } catch (const flashcheck::InputError& e) {
     fmt::print(stderr, "flashcheck {}: {}\n", name, e.what());
   } catch (const flashcheck::OutputError& e) {

@@ -1,5 +1,7 @@
 #include "core/hf_profiles.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string>
 
@@ -16,6 +18,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                  "SDPA as v5.15.0 - v5.20.x (v5.21.0 raises on a softcap, v5.23.0 packs GQA decoding queries)",
      .first_release = "5.15.0",
      .last_release = "5.24.0",
+     .sdpa_first_release = "5.15.0",
+     .sdpa_last_release = "5.20.2",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer "
                 "decides), #46914 (a static cache keeps its all-true mask), #47525 (sequences start at the minimum)",
      .description = "current dispatch: varlen from position_ids only for a packed batch-1 row, sequences starting "
@@ -41,9 +45,9 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                   .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf453,
      .name = "hf-4.53",
-     .releases = "transformers v4.53.0 - v4.53.2 (eager without packed-sequence masks)",
+     .releases = "transformers v4.53.0 (eager without packed-sequence masks)",
      .first_release = "4.53.0",
-     .last_release = "4.53.2",
+     .last_release = "4.53.0",
      .sources = "#32487 (varlen only for decreasing position_ids), #33932 (or caller max_length_q), #37332 (batch 1 "
                 "only), #31629 (max_seqlen = max(position_ids) + 1), #39408 (window (W, W))",
      .description = "varlen only for batch 1 with decreasing position_ids or caller kwargs; max_seqlen from the "
@@ -76,6 +80,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                  "the mask a static-cache prefill skips, same attention)",
      .first_release = "5.13.0",
      .last_release = "5.14.1",
+     .sdpa_first_release = "5.14.0",
+     .sdpa_last_release = "5.14.1",
      .sources = "#46914 (a static cache keeps its all-true mask), #40002 (_is_packed_sequence); #47525 (start at the "
                 "minimum) came in v5.15.0",
      .description = "hf-main but packed sequences start only where position_ids are 0: a packing that restarts at 2 "
@@ -87,6 +93,8 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                  "without a 2D mask or cache, same attention)",
      .first_release = "4.56.0",
      .last_release = "5.12.1",
+     .sdpa_first_release = "4.56.0",
+     .sdpa_last_release = "4.57.6",
      .sources = "#40002 (_is_packed_sequence), #40163 (window (W - 1, W - 1)), #40424 (query_length no longer decides); "
                 "#46914 came in v5.13.0",
      .description = "hf-5.13 but an all-true mask is dropped even for a static cache: the dense kernel attends its "
@@ -106,8 +114,10 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                   .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf4552,
      .name = "hf-4.55.2",
-     .releases = "transformers v4.55.1 - v4.55.2",
-     .first_release = "4.55.1",
+     // 4.55.1 is left out: its generate() with flash attention raises NameError (prepare_fa_kwargs_from_position_ids
+     // used without its import), which no profile models (tools/hf_crosscheck under 4.55.1: 21 of 182 differ).
+     .releases = "transformers v4.55.2",
+     .first_release = "4.55.2",
      .last_release = "4.55.2",
      .sources = "#40002, #40029 (generate computes decoding-mode cu_seqlens kwargs), #39843, #39408",
      .description = "hf-4.55.4 plus generate()'s own cu_seqlens kwargs (decoding mode, cumsum(last + 1))",
@@ -118,8 +128,10 @@ constexpr std::array<ProfileSpec, 10> kProfiles{{
                   .sdpa_mask_for_one_sequence = true}},
     {.profile = Profile::kHf4533,
      .name = "hf-4.53.3",
-     .releases = "transformers v4.53.3",
-     .first_release = "4.53.3",
+     // Named for the release it was first written against; 4.53.1 and 4.53.2 already behave so (tools/hf_crosscheck
+     // under each: 182 of 182 agree with this profile, 144 of 182 with hf-4.53).
+     .releases = "transformers v4.53.1 - v4.53.3",
+     .first_release = "4.53.1",
      .last_release = "4.53.3",
      .sources = "#39121 (the four varlen kwargs suffice at any batch), #39194 (eager masks separate packed sequences), "
                 "#32487, #37332, #31629",
@@ -195,6 +207,23 @@ std::optional<Profile> profile_for_release(std::string_view version) {
     if (!row.first_release.empty() && version_parts(row.first_release) <= v && v <= version_parts(row.last_release))
       return row.profile;
   return std::nullopt;
+}
+
+ProfileChoice profile_choice_for_release(std::string_view version) {
+  if (const std::optional<Profile> p = profile_for_release(version))
+    return {p, false,
+            fmt::format("{} claims {} - {}", profile_spec(*p).name, profile_spec(*p).first_release,
+                        profile_spec(*p).last_release)};
+  const std::vector<int> v = version_parts(version);
+  const ProfileSpec* newest = nullptr;
+  for (const ProfileSpec& row : kProfiles)
+    if (!row.last_release.empty() && (!newest || version_parts(newest->last_release) < version_parts(row.last_release)))
+      newest = &row;
+  if (!v.empty() && newest && version_parts(newest->last_release) < v)
+    return {newest->profile, true,
+            fmt::format("assumed: {} is newer than every profile's range; {} has the newest ({} - {})", version,
+                        newest->name, newest->first_release, newest->last_release)};
+  return {std::nullopt, false, fmt::format("none: no profile's release range holds {}", version)};
 }
 
 std::string_view profile_name_list() {

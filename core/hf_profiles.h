@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -103,6 +104,9 @@ struct ProfileSpec {
   // The PyPI releases it models exactly, inclusive ("" for both: no release, e.g. a main-branch state).
   // tools/hf_crosscheck/matrix.sh checks every profile against a release of its range.
   std::string_view first_release, last_release;
+  // The releases whose SDPA path it models exactly, where SDPA changed inside the range ("" for both: the whole range).
+  // The cross-check compares SDPA only there; the flash path and eager hold on the whole range.
+  std::string_view sdpa_first_release, sdpa_last_release;
   std::string_view sources;      // the upstream PRs and issues that define its behaviour
   std::string_view description;  // one line: how it differs
   ProfileSwitches switches;
@@ -125,5 +129,15 @@ std::string_view profile_name_list();
 
 // The profile whose release range holds `version` ("4.55.0"), or nullopt.
 std::optional<Profile> profile_for_release(std::string_view version);
+
+// The profile to judge an installed release by, and why. The one whose range holds it (claimed); for a release newer
+// than every range, the profile of the newest range (assumed: hf-live then checks the assumption against the
+// release); none for a release older than every range or between two.
+struct ProfileChoice {
+  std::optional<Profile> profile;
+  bool assumed = false;
+  std::string why;
+};
+ProfileChoice profile_choice_for_release(std::string_view version);
 
 }  // namespace flashcheck::hf

@@ -75,6 +75,22 @@ TEST(ProfileTable, ReleasesMapToTheProfileWhoseRangeHoldsThem) {
   EXPECT_EQ(profile_for_release("main"), std::nullopt);
 }
 
+// hf-live's choice: a claim by range, the newest profile assumed past every range, nothing before or between ranges.
+TEST(ProfileTable, ChoiceForARelease) {
+  const ProfileChoice claimed = profile_choice_for_release("4.55.0");
+  EXPECT_EQ(claimed.profile, Profile::kHf455);
+  EXPECT_FALSE(claimed.assumed);
+  EXPECT_EQ(claimed.why, "hf-4.55 claims 4.54.0 - 4.55.0");
+  const ProfileChoice newer = profile_choice_for_release("5.25.0");
+  EXPECT_EQ(newer.profile, Profile::kHfMain);
+  EXPECT_TRUE(newer.assumed);
+  EXPECT_EQ(newer.why, "assumed: 5.25.0 is newer than every profile's range; hf-main has the newest (5.15.0 - 5.24.0)");
+  const ProfileChoice older = profile_choice_for_release("4.44.2");
+  EXPECT_EQ(older.profile, std::nullopt);
+  EXPECT_EQ(older.why, "none: no profile's release range holds 4.44.2");
+  EXPECT_EQ(profile_choice_for_release("main").profile, std::nullopt);
+}
+
 // Ranges do not overlap, so a release has one profile.
 TEST(ProfileTable, ReleaseRangesAreDisjoint) {
   for (const ProfileSpec& row : profile_table()) {

@@ -105,19 +105,33 @@ std::optional<Divergence> known_sdpa_divergence(const ModelCase& m) {
   return std::nullopt;
 }
 
-std::optional<std::string> upstream_symptom(std::string_view error) {
+std::optional<std::string> upstream_symptom(std::string_view error, const ModelCase& m) {
+  // #39814's scenario: each row's positions one contiguous run that does not start at 0 (a decode step past a cache,
+  // a manual loop), so that no position is 0 and no decrease marks a packed boundary.
+  const auto contiguous_without_zero = [](const ModelCase& c) {
+    if (c.position_ids_3d) return false;
+    for (const Row& p : c.effective_position_ids()) {
+      if (p.empty() || p.front() == 0) return false;
+      for (std::size_t i = 1; i < p.size(); ++i)
+        if (p[i] != p[i - 1] + 1) return false;
+    }
+    return true;
+  };
   struct Symptom {
     std::string_view text, report;
+    bool (*scenario)(const ModelCase&);
   };
   static constexpr Symptom kSymptoms[] = {
       {"max(): Expected reduction dim to be specified for input.numel() == 0",
        "transformers#39814: position_ids without a 0 (decoding from a cache, a manual loop) take the varlen path and "
-       "cu_seqlens.diff() is empty"},
+       "cu_seqlens.diff() is empty",
+       +contiguous_without_zero},
       {"illegal memory access: cu_seqlens reach",
-       "transformers#44643 when position_ids are 3-D (M-RoPE): cu_seqlens cover three times the tokens"},
+       "transformers#44643 when position_ids are 3-D (M-RoPE): cu_seqlens cover three times the tokens",
+       [](const ModelCase& c) { return c.position_ids_3d; }},
   };
   for (const Symptom& s : kSymptoms)
-    if (error.find(s.text) != std::string_view::npos) return std::string(s.report);
+    if (error.find(s.text) != std::string_view::npos && s.scenario(m)) return std::string(s.report);
   return std::nullopt;
 }
 

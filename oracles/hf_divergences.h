@@ -21,8 +21,10 @@ std::optional<Divergence> known_divergence(const ModelCase& m);
 // The same for hf-main's SDPA path (S1: the softcap is dropped).
 std::optional<Divergence> known_sdpa_divergence(const ModelCase& m);
 
-// The upstream report whose symptom an error message of a real release is ("transformers#39814: ..."), so that
-// `flashcheck hf-live` names a known bug by its issue; nullopt for messages no report describes.
-std::optional<std::string> upstream_symptom(std::string_view error);
+// The upstream report whose symptom an error message of a real release on case `m` is ("transformers#39814: ..."), so
+// that `flashcheck hf-live` names a known bug by its issue; nullopt for messages no report describes, or a case outside
+// the report's scenario (the same message from another cause: packed position_ids [4, 2] raise #39814's error in
+// releases where #39814 itself is fixed).
+std::optional<std::string> upstream_symptom(std::string_view error, const ModelCase& m);
 
 }  // namespace flashcheck::hf

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
+#include "oracles/hf_divergences.h"
 #include "oracles/hf_eager.h"
 #include "oracles/model_case_for_tests.h"
 
@@ -167,6 +168,31 @@ TEST(FlashRun, UnwrittenRowsComeBackAsNaN) {
   const std::size_t row = static_cast<std::size_t>(m.heads * m.head_dim);
   EXPECT_FALSE(std::isnan(r.out[0]));
   EXPECT_TRUE(std::isnan(r.out[3 * row]));
+}
+
+}  // namespace
+}  // namespace flashcheck::hf
+
+namespace flashcheck::hf {
+namespace {
+
+// hf-live names transformers#39814 by its message only in its scenario: a decode step whose positions do not start at
+// 0. Packed positions [4, 2] raise the same message in releases that fixed #39814, for another reason.
+TEST(UpstreamSymptom, NamesAReportOnlyInItsScenario) {
+  const std::string error = "RuntimeError: max(): Expected reduction dim to be specified for input.numel() == 0.";
+  ModelCase decode = flashcheck::testing::small_model_case(DType::kBF16, 1, 1, 1, 5);
+  decode.position_ids = std::vector<std::vector<std::int64_t>>{{5}};
+  const std::optional<std::string> named = upstream_symptom(error, decode);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_NE(named->find("transformers#39814"), std::string::npos);
+  ModelCase packed = flashcheck::testing::small_model_case(DType::kBF16, 1, 1, 2);
+  packed.position_ids = std::vector<std::vector<std::int64_t>>{{4, 2}};
+  EXPECT_EQ(upstream_symptom(error, packed), std::nullopt);
+  EXPECT_EQ(upstream_symptom("another message", decode), std::nullopt);
+  ModelCase mrope = flashcheck::testing::small_model_case(DType::kBF16, 1, 1, 4);
+  mrope.position_ids_3d = true;
+  EXPECT_NE(upstream_symptom("illegal memory access: cu_seqlens reach query row 12", mrope), std::nullopt);
+  EXPECT_EQ(upstream_symptom("illegal memory access: cu_seqlens reach query row 12", decode), std::nullopt);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 # then crosscheck.py under that release (eager bitwise, the flash dispatch call by call, generate()'s own kwargs
 # where the release derives them, the SDPA path's call and output). Prints a markdown table (release, profile, cases, agree) and writes it to FILE
 # (default build/hf-matrix.md). Exit 1 when any release disagrees with its profile, 2 on set-up failure.
-#   default: one release per profile (CI, ci/test.sh); --long: every release below (docs/TRANSFORMERS.md).
+#   default: one release per profile (CI, ci/test.sh); --long: also every boundary of every profile's claim, and a few
+#   releases inside the ranges (ci/nightly.sh; docs/TRANSFORMERS.md).
 # Profiles of no release (hf-2025-08: a main-branch state; fastchat-2023: a downstream patch) are not in the matrix.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,11 +26,23 @@ done
 # profile:release pairs; the first per profile is CI's.
 pairs=(hf-main:5.17.0 hf-5.13:5.14.1 hf-4.56:4.57.6 hf-4.55.4:4.55.4 hf-4.55.2:4.55.2 hf-4.55:4.55.0
        hf-4.53.3:4.53.3 hf-4.53:4.53.0)
-if [ -n "$long" ]; then
-  pairs+=(hf-main:5.15.0 hf-main:5.24.0 hf-5.13:5.13.0 hf-4.56:4.56.0 hf-4.56:4.56.2 hf-4.56:5.0.0 hf-4.56:5.12.1
-          hf-4.55.4:4.55.3 hf-4.55.2:4.55.1 hf-4.55:4.54.0 hf-4.55:4.54.1 hf-4.53:4.53.1 hf-4.53:4.53.2)
-fi
 cli=build/cpu/cli/flashcheck
+if [ -n "$long" ]; then
+  # Every boundary of every profile's claim (`flashcheck list --profiles`: first and last release, and those of its
+  # SDPA range), so that a range that claims too much is caught where it ends; then releases inside the ranges.
+  [ -x "$cli" ] || { echo "matrix.sh: $cli is missing: build it first (ci/build.sh cpu)" >&2; exit 2; }
+  read -r -a boundaries < <("$cli" list --profiles --json | python3 -c '
+import json, sys
+pairs = []
+for p in json.load(sys.stdin):
+    for key in ("first_release", "last_release", "sdpa_first_release", "sdpa_last_release"):
+        if p[key] and p["name"] + ":" + p[key] not in pairs:
+            pairs.append(p["name"] + ":" + p[key])
+print(" ".join(pairs))')
+  for pair in "${boundaries[@]}" hf-4.56:4.56.2 hf-4.56:5.0.0 hf-4.55:4.54.1 hf-4.53.3:4.53.2; do
+    [[ " ${pairs[*]} " == *" $pair "* ]] || pairs+=("$pair")
+  done
+fi
 # The same BLAS code path for the export and the check (eager is compared bit for bit): tools/hf_crosscheck/run.sh.
 export MKL_CBWR=${MKL_CBWR:-COMPATIBLE}
 [ -x "$cli" ] || { echo "matrix.sh: $cli is missing: build it first (ci/build.sh cpu)" >&2; exit 2; }
