@@ -519,6 +519,18 @@ def main():
     report(f"wrong SDPA records -> exit {rc} (want 1), differing {sorted(failing)} (want {sorted(want)})",
            rc == 1 and failing == want, text)
 
+    # 3c: the same wrong records under a profile whose SDPA range leaves this release out: SDPA is not compared, so
+    # the export agrees, and the summary says why
+    d3c = os.path.join(base, "sdpa-out-of-range")
+    shutil.rmtree(d3c, ignore_errors=True)
+    shutil.copytree(d3b, d3c)
+    m3["profile_sdpa_releases"] = ["0.0.1", "0.0.2"]
+    with open(os.path.join(d3c, "manifest.json"), "w") as f:
+        json.dump(m3, f, indent=1)
+    rc, failing, text = run_check(d3c)
+    report(f"wrong SDPA records outside the profile's SDPA range -> exit {rc} (want 0), differing {sorted(failing)} "
+           "(want none), 'sdpa not compared' said", rc == 0 and not failing and "sdpa not compared" in text, text)
+
     # 4: bad input
     d4 = os.path.join(base, "bad-schema")
     shutil.rmtree(d4, ignore_errors=True)
