@@ -3,8 +3,10 @@
 // verdict while the harness carries on; CTOR_EXIT, CTOR_CRASH and ENTRY_CRASH (and a truncated copy of a plugin, made
 // by cli/CMakeLists.txt) must be refused while loading, without harm to the harness; FORK_AND_PRINT's stdout and the
 // process it leaves must not reach the harness's stdout or outlive its worker. TEST_PLUGIN_ABI1 is not a defect: a plugin written against version 1
-// of the ABI (no backward entry in its kernel table), which must still load, forward-only.
+// of the ABI (no backward entry in its kernel table), which must still load, forward-only. OUT_OF_BOUNDS writes one
+// element past its output: the canaries around the buffers a plugin is given must catch it.
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -31,6 +33,14 @@ int run(const FlashcheckKernel*, const FlashcheckRunArgs* a, char* error, size_t
 #endif
 #if defined(TEST_PLUGIN_CRASH)
   if (a->max_seqlen_k > 7) std::raise(SIGSEGV);  // an out-of-bounds read on longer sequences
+#endif
+#if defined(TEST_PLUGIN_OUT_OF_BOUNDS)
+  // Zeros, and one element past the end of the output: the classic off-by-one row.
+  float* out = static_cast<float*>(a->out->data);
+  std::int64_t n = 1;
+  for (int i = 0; i < a->out->ndim; ++i) n *= a->out->shape[i];
+  for (std::int64_t i = 0; i <= n; ++i) out[i] = 0.0f;
+  return FLASHCHECK_OK;
 #endif
   std::snprintf(error, error_size, "test plugin: not a real kernel");
   return FLASHCHECK_ERROR;

@@ -4,6 +4,8 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -59,11 +61,52 @@ class Views {
 
 // The tensors of one call, already on the kernel's device and in its dtype (a backward call adds the upstream
 // gradient and the gradients it writes).
+// A buffer the kernel writes, inside a larger allocation whose margins (a row and 64 elements on each side) hold a
+// canary bit pattern: a write past either end lands there, not in the heap, and is counted after the call. The output
+// buffer of the harness's own kernels does the same (kernels/output_buffer.h); plugins and Python kernels (the bridge
+// is a plugin) write into these tensors instead.
+struct Guard {
+  std::string name;
+  at::Tensor whole;  // margin, interior, margin: raw integer bits of the element size
+  std::int64_t margin = 0, n = 0, pattern = 0;
+};
+
 struct CallTensors {
   at::Tensor q, k, v, out;
   std::optional<at::Tensor> k_new, v_new, lse;
   std::optional<at::Tensor> dout, dq, dk, dv;
+  std::vector<Guard> guards;
 };
+
+// A NaN-filled tensor of `shape` and `dtype` on `dev` inside canary margins (recorded in `guards`).
+at::Tensor guarded(std::vector<Guard>& guards, const char* name, const std::vector<std::int64_t>& shape, at::ScalarType dtype,
+                   const at::Device& dev) {
+  std::int64_t n = 1;
+  for (std::int64_t x : shape) n *= x;
+  const std::int64_t row = shape.size() > 1 ? n / std::max<std::int64_t>(shape[0], 1) : 1;
+  const bool two = c10::elementSize(dtype) == 2;
+  Guard g{name, {}, row + 64, n, two ? 0x7DAD : 0x7FADBEEF};  // NaN bit patterns no computation produces
+  g.whole = at::full({n + 2 * g.margin}, g.pattern, at::TensorOptions().dtype(two ? at::kShort : at::kInt).device(dev));
+  at::Tensor inner = g.whole.narrow(0, g.margin, n).view(dtype).view(shape);
+  inner.fill_(std::numeric_limits<float>::quiet_NaN());
+  guards.push_back(std::move(g));
+  return inner;
+}
+
+// Throws when the kernel wrote into a margin: how many canary elements changed before and after each buffer.
+void check_guards(const std::string& kernel, const std::vector<Guard>& guards) {
+  std::string damage;
+  for (const Guard& g : guards) {
+    const std::int64_t before = g.whole.narrow(0, 0, g.margin).ne(g.pattern).sum().item<std::int64_t>();
+    const std::int64_t after = g.whole.narrow(0, g.margin + g.n, g.margin).ne(g.pattern).sum().item<std::int64_t>();
+    if (before + after > 0)
+      damage += fmt::format("{}{}: {} of {} canary elements before it and {} of {} after it", damage.empty() ? "" : "; ",
+                            g.name, before, g.margin, after, g.margin);
+  }
+  if (!damage.empty())
+    throw std::runtime_error(fmt::format("{} wrote outside the buffers it was given (out-of-bounds writes): {}", kernel,
+                                         damage));
+}
 
 std::optional<at::Tensor> int32(const std::vector<std::int32_t>& v, std::vector<std::int64_t> shape, bool cuda) {
   if (v.empty()) return std::nullopt;
@@ -123,16 +166,15 @@ void call(const PluginKernelSpec& spec, const KernelCase& c, const CallTensors& 
     rc = k->run(k, &args, error, sizeof error);
   }
   error[sizeof error - 1] = '\0';
+  check_guards(spec.name, t.guards);
   if (rc != FLASHCHECK_OK)
     throw std::runtime_error(error[0] ? std::string(error) : fmt::format("{} returned {} without a message", spec.name, rc));
 }
 
 // Output tensors in the case's dtype (the plugin writes them), NaN-filled so that unwritten rows show.
 void make_outputs(const KernelCase& c, std::int64_t total_q, const at::Device& dev, bool lse, CallTensors& t) {
-  const auto opts = at::TensorOptions().device(dev);
-  t.out = at::empty({total_q, c.heads, c.v_head_dim}, opts.dtype(torch_bridge::scalar_type(c.dtype)))
-              .fill_(std::numeric_limits<float>::quiet_NaN());
-  if (lse) t.lse = at::empty({total_q, c.heads}, opts.dtype(at::kFloat)).fill_(std::numeric_limits<float>::quiet_NaN());
+  t.out = guarded(t.guards, "out", {total_q, c.heads, c.v_head_dim}, torch_bridge::scalar_type(c.dtype), dev);
+  if (lse) t.lse = guarded(t.guards, "lse", {total_q, c.heads}, at::kFloat, dev);
 }
 
 // The inputs of a backward call and its NaN-filled gradients, on `dev`: q, k, v, dout from the case's tensors, out
@@ -150,13 +192,10 @@ CallTensors backward_tensors(const KernelCase& c, const CaseTensors& in, const O
   if (fwd.lse_written)
     t.lse = torch_bridge::from_values(std::vector<float>(fwd.lse(), fwd.lse() + fwd.lse_elems()), {g.q_rows, c.heads}, DType::kF32)
                 .to(dev);
-  const auto nan = [&](std::vector<std::int64_t> shape) {
-    return at::empty(shape, at::TensorOptions().device(dev).dtype(torch_bridge::scalar_type(c.dtype)))
-        .fill_(std::numeric_limits<float>::quiet_NaN());
-  };
-  t.dq = nan({g.q_rows, c.heads, c.head_dim});
-  t.dk = nan({g.kv_rows, c.kv_heads, c.head_dim});
-  t.dv = nan({g.kv_rows, c.kv_heads, c.v_head_dim});
+  const at::ScalarType dt = torch_bridge::scalar_type(c.dtype);
+  t.dq = guarded(t.guards, "dq", {g.q_rows, c.heads, c.head_dim}, dt, dev);
+  t.dk = guarded(t.guards, "dk", {g.kv_rows, c.kv_heads, c.head_dim}, dt, dev);
+  t.dv = guarded(t.guards, "dv", {g.kv_rows, c.kv_heads, c.v_head_dim}, dt, dev);
   return t;
 }
 
