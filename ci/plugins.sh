@@ -40,8 +40,8 @@ good=$work/cpu-good/libexample_cpu_attention.so broken=$work/cpu-broken/libexamp
 broken_backward=$work/cpu-broken-backward/libexample_cpu_attention.so
 
 expect plugin-listed 0 'example-cpu-attention' -- "$fc" --plugin "$good" list --json
-expect plugin-good-passes 0 'example-cpu-attention / conformance: 150 cases' -- \
-  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 150 --seed 11 --out "$work/found-good"
+expect plugin-good-passes 0 'example-cpu-attention / conformance: 400 cases' -- \
+  "$fc" --plugin "$good" fuzz --kernel example-cpu-attention --property all --cases 400 --seed 11 --out "$work/found-good"
 expect plugin-broken-is-caught 1 'FOUND at case' -- \
   "$fc" --plugin "$broken" fuzz --kernel example-cpu-attention --property conformance --cases 400 --seed 11 --out "$work/found-broken"
 expect plugin-good-backward-passes 0 'example-cpu-attention / grad-fd: 300 cases in .*0 failing' -- \
