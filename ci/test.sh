@@ -30,17 +30,35 @@ step "plugins" bash ci/plugins.sh
 # The Python package as users install it (`pip install .`), and its pytest suite against the installed package:
 # flashcheck.check, the reference and rule on torch tensors, the pytest plugin (docs/PYTHON.md).
 step "python package" bash ci/python.sh
-# Hostile input (docs/HARDENING.md): a stratified sample of the corpus, the hostile command lines and fault runs
-# (workers killed mid-replay, a full disk where user namespaces allow a private tmpfs).
-python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null
-step "hostile sample" python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile \
-  --sample 100 --faults 2 --json build/hostile/result.json
-# The sanitizer lane: ASan + UBSan on the input readers, the worker protocol and one property test.
+# Two single-threaded steps at once (CI has two cores), each logged apart and shown when it fails:
+# hostile input (docs/HARDENING.md: a stratified sample of the corpus, the hostile command lines and fault runs --
+# workers killed mid-replay, a full disk where user namespaces allow a private tmpfs), and the cross-check's own test
+# (a hand-written export it must accept or reject case by case).
+hostile_sample() {
+  python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null &&
+    python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile \
+      --sample 100 --faults 2 --json build/hostile/result.json
+}
+together() {
+  hostile_sample > build/hostile-sample.log 2>&1 & local hostile=$!
+  bash tools/hf_crosscheck/run.sh --selftest --quiet > build/crosscheck-selftest.log 2>&1 & local selftest=$!
+  local rc=0
+  wait $hostile || { cat build/hostile-sample.log; rc=1; }
+  wait $selftest || { cat build/crosscheck-selftest.log; rc=1; }
+  tail -2 build/hostile-sample.log
+  tail -1 build/crosscheck-selftest.log
+  return $rc
+}
+step "hostile sample + cross-check selftest" together
+# The sanitizer lane: ASan + UBSan on the input readers and the kernels' buffers (ci/nightly.sh adds the worker
+# protocol and the properties). The release
+# matrix's transformers releases download meanwhile (network against the lane's compiler).
+bash tools/hf_crosscheck/matrix.sh --install-only > build/hf-matrix-install.log 2>&1 & matrix_installs=$!
 step "sanitizer lane" bash ci/asan.sh
-# The cross-check's own test (a hand-written export it must accept or reject case by case; about half a minute),
-# then every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md).
-step "cross-check selftest" bash tools/hf_crosscheck/run.sh --selftest --quiet
-step "release matrix" bash tools/hf_crosscheck/matrix.sh
+wait $matrix_installs || { cat build/hf-matrix-install.log; exit 1; }
+# Every HF profile against a real release of its range, installed side by side (docs/TRANSFORMERS.md); the nightly
+# run (ci/nightly.sh) checks every boundary of every claim with 100 generated cases.
+step "release matrix" bash tools/hf_crosscheck/matrix.sh --cases 60
 # Training through a real release (installed by the matrix): the backward self-test (planted defects in the reference
 # kernel's backward must be flagged, the intact one must pass), then `hf-live --backward` end to end.
 hf_live_backward() {
@@ -81,9 +99,8 @@ cuda_compile() {
   export PATH="$PATH:/usr/local/cuda/bin"
   cmake --preset cuda-check >build/configure-cuda.log 2>&1 || { cat build/configure-cuda.log; exit 1; }
   # What the CUDA build changes: the executable (every library, CUDA sources and adapters), the bridge, and the
-  # tests compiled with CUDA; the CPU-only test executables are the cpu build's, unchanged here.
-  cmake --build --preset cuda-check --target flashcheck flashcheck_python kernels_test core_device_test \
-    reference_device_test conformance_device_test
+  # tests of the device code; the other test executables are built and run by the GPU job (ci/gpu.sh).
+  cmake --build --preset cuda-check --target flashcheck flashcheck_python core_device_test reference_device_test
   # The example CUDA plugin, built out of tree against the CUDA build's installed package.
   cmake --install build/cuda-check --prefix build/install-cuda > /dev/null
   cmake -S examples/plugins/cuda_attention -B build/example-cuda-plugin -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install-cuda" \

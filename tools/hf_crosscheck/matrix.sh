@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/hf_crosscheck/matrix.sh [--long] [--cases N] [--out FILE] — every HF flash-path profile (core/hf_profiles.cc)
+# tools/hf_crosscheck/matrix.sh [--long] [--cases N] [--out FILE] [--install-only] — every HF flash-path profile (core/hf_profiles.cc)
 # checked against real transformers releases of the range it names: each release installed side by side
 # (tools/hf_live/install_release.sh, never into the build's venv), `flashcheck export --profile P` of the fixtures'
 # model cases, the realistic scenarios (tools/hf_crosscheck/scenarios) and N generated cases (default 150, seed 1),
@@ -15,11 +15,13 @@ cd "$root"
 cases=100
 out=build/hf-matrix.md
 long=
+install_only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --long) long=1; shift ;;
     --cases) cases=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --install-only) install_only=1; shift ;;
     *) echo "matrix.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +52,7 @@ start=$(date +%s)
 versions=$(printf '%s\n' "${pairs[@]}" | cut -d: -f2 | sort -u)
 # Installs are network-bound: three at a time.
 printf '%s\n' $versions | xargs -P 3 -I{} bash tools/hf_live/install_release.sh {} || { echo "matrix.sh: install failed" >&2; exit 2; }
+[ -z "$install_only" ] || exit 0  # ci/test.sh downloads the releases while the sanitizer lane compiles
 installed=$(date +%s)
 rows=()
 bad=0
