@@ -66,8 +66,8 @@ expect python-broken-backward-is-caught 1 'FOUND at case' -- \
 expect flex-adapter-on-cpu 0 'attention_cpu / conformance: 40 cases' -- \
   "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property conformance --cases 40 --seed 11 \
   --out "$work/found-flex-cpu"
-expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 20 cases' -- \
-  "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property paged-contiguous --cases 20 --seed 11 \
+expect flex-adapter-paged-on-cpu 0 'attention_cpu / paged-contiguous: 40 cases' -- \
+  "$fc" fuzz --kernel py:flashcheck_kernels.flex_attention:attention_cpu --property paged-contiguous --cases 40 --seed 11 \
   --out "$work/found-flex-cpu-paged"
 # A long-lived worker past Dynamo's recompile limit (128 graphs in the adapter; a realistic-size GPU worker reached it):
 # with the limit at 2 every few cases cross it, and each must still be judged on a compiled graph, not end in an error.
