@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-
 #include <filesystem>
 #include <regex>
 

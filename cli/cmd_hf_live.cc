@@ -193,7 +193,7 @@ class LiveRun {
       // The profile reproduces an error by the part of its message every run shares (an IndexError's first out-of-range
       // index depends on the gather's order): where the release's message holds the profile's, expect the shared part.
       std::string modelled = model.verdict.reason;
-      if (modelled.starts_with("transformers raises: ")) modelled.erase(0, std::string_view("transformers raises: ").size());
+      if (modelled.starts_with(kTransformersRaises)) modelled.erase(0, kTransformersRaises.size());
       if (e.verdict == VerdictKind::kError && model.verdict.kind == VerdictKind::kError && !modelled.empty() &&
           e.reason_contains.find(modelled) != std::string::npos)
         e.reason_contains = modelled;

@@ -16,13 +16,13 @@ namespace {
 int list_profiles(bool json) {
   nlohmann::json arr = nlohmann::json::array();
   for (const hf::ProfileSpec& p : hf::profile_table()) {
-    const bool narrower = !p.sdpa_first_release.empty();
+    const auto [sdpa_first, sdpa_last] = hf::sdpa_release_range(p);
     arr.push_back({{"name", p.name},
                    {"releases", p.releases},
                    {"first_release", p.first_release},
                    {"last_release", p.last_release},
-                   {"sdpa_first_release", narrower ? p.sdpa_first_release : p.first_release},
-                   {"sdpa_last_release", narrower ? p.sdpa_last_release : p.last_release}});
+                   {"sdpa_first_release", sdpa_first},
+                   {"sdpa_last_release", sdpa_last}});
   }
   if (json) {
     std::cout << arr.dump(2) << "\n";

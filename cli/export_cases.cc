@@ -160,13 +160,6 @@ json tolerance_json() {
           {"formats", {{"fp16", format_json(DType::kF16)}, {"bf16", format_json(DType::kBF16)}, {"fp32", format_json(DType::kF32)}}}};
 }
 
-// The releases whose SDPA path the profile models: its own SDPA range, else its whole range.
-json sdpa_releases(hf::Profile profile) {
-  const hf::ProfileSpec& p = hf::profile_spec(profile);
-  if (p.sdpa_first_release.empty()) return json::array({p.first_release, p.last_release});
-  return json::array({p.sdpa_first_release, p.sdpa_last_release});
-}
-
 void write_export(const std::string& out, const std::vector<NamedModelCase>& cases, hf::Profile profile, bool force) {
   const fs::path dir(out);
   std::vector<std::string> files{"manifest.json"};
@@ -175,7 +168,10 @@ void write_export(const std::string& out, const std::vector<NamedModelCase>& cas
   json manifest = {{"schema", "flashcheck.export/1"},
                    {"profile", hf::to_string(profile)},
                    {"profile_releases", json::array({hf::profile_spec(profile).first_release, hf::profile_spec(profile).last_release})},
-                   {"profile_sdpa_releases", sdpa_releases(profile)},
+                   {"profile_sdpa_releases", [&] {
+                      const auto [first, last] = hf::sdpa_release_range(hf::profile_spec(profile));
+                      return json::array({first, last});
+                    }()},
                    {"tolerance", tolerance_json()},
                    {"cases", json::array()}};
   for (std::size_t i = 0; i < cases.size(); ++i) {

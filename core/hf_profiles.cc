@@ -226,6 +226,11 @@ ProfileChoice profile_choice_for_release(std::string_view version) {
   return {std::nullopt, false, fmt::format("none: no profile's release range holds {}", version)};
 }
 
+std::pair<std::string_view, std::string_view> sdpa_release_range(const ProfileSpec& p) {
+  if (p.sdpa_first_release.empty()) return {p.first_release, p.last_release};
+  return {p.sdpa_first_release, p.sdpa_last_release};
+}
+
 std::string_view profile_name_list() {
   static const std::string list = [] {
     std::string s;

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace flashcheck::hf {
@@ -139,5 +140,8 @@ struct ProfileChoice {
   std::string why;
 };
 ProfileChoice profile_choice_for_release(std::string_view version);
+
+// The releases whose SDPA path `p` models, first and last: its SDPA range, else its whole range.
+std::pair<std::string_view, std::string_view> sdpa_release_range(const ProfileSpec& p);
 
 }  // namespace flashcheck::hf

@@ -170,12 +170,6 @@ TEST(FlashRun, UnwrittenRowsComeBackAsNaN) {
   EXPECT_TRUE(std::isnan(r.out[3 * row]));
 }
 
-}  // namespace
-}  // namespace flashcheck::hf
-
-namespace flashcheck::hf {
-namespace {
-
 // hf-live names transformers#39814 by its message only in its scenario: a decode step whose positions do not start at
 // 0. Packed positions [4, 2] raise the same message in releases that fixed #39814, for another reason.
 TEST(UpstreamSymptom, NamesAReportOnlyInItsScenario) {

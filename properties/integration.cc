@@ -136,7 +136,7 @@ IntegrationResult check_integration(hf::Profile profile, Kernel& k, const ModelC
   if (run.kind != VerdictKind::kPass) {
     v.kind = run.kind;
     v.reason = run.kind == VerdictKind::kError && plan.branch == hf::FlashBranch::kError
-                   ? "transformers raises: " + run.reason
+                   ? std::string(kTransformersRaises) + run.reason
                    : run.reason;
     return done();
   }
@@ -165,7 +165,7 @@ IntegrationResult check_sdpa_integration(hf::Profile profile, Kernel& k, const M
   const hf::SdpaRun run = hf::run_sdpa_path(plan, m, t, k.on_device());
   if (run.kind != VerdictKind::kPass) {
     v.kind = run.kind;
-    v.reason = plan.raises && run.kind == VerdictKind::kError ? "transformers raises: " + run.reason : run.reason;
+    v.reason = plan.raises && run.kind == VerdictKind::kError ? std::string(kTransformersRaises) + run.reason : run.reason;
     return done();
   }
   judge_output(r, profile, m, t, std::vector<double>(run.out.begin(), run.out.end()), nullptr);

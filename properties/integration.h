@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/model_case.h"
 #include "core/model_tensors.h"
@@ -27,6 +28,8 @@
 namespace flashcheck {
 
 inline constexpr double kIntegrationK = tolerance::kIntegration;
+// How an integration verdict's reason begins when the modelled transformers raises (the release's own message follows).
+inline constexpr std::string_view kTransformersRaises = "transformers raises: ";
 
 struct IntegrationResult {
   Verdict verdict;                      // property "integration", kernel "<profile>@<kernel>"

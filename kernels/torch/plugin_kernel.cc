@@ -59,8 +59,6 @@ class Views {
   std::deque<DLTensor> views_;
 };
 
-// The tensors of one call, already on the kernel's device and in its dtype (a backward call adds the upstream
-// gradient and the gradients it writes).
 // A buffer the kernel writes, inside a larger allocation whose margins (a row and 64 elements on each side) hold a
 // canary bit pattern: a write past either end lands there, not in the heap, and is counted after the call. The output
 // buffer of the harness's own kernels does the same (kernels/output_buffer.h); plugins and Python kernels (the bridge
@@ -71,6 +69,8 @@ struct Guard {
   std::int64_t margin = 0, n = 0, pattern = 0;
 };
 
+// The tensors of one call, already on the kernel's device and in its dtype (a backward call adds the upstream
+// gradient and the gradients it writes), and the guards of those the kernel writes.
 struct CallTensors {
   at::Tensor q, k, v, out;
   std::optional<at::Tensor> k_new, v_new, lse;
