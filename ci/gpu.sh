@@ -38,6 +38,10 @@
 #   the pytest suite (the CPU CI runs it too)
 #   repro (not in the default): `flashcheck repro` scripts of every fixtures/found/ finding on a CUDA kernel, run with
 #   this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict line)
+#   false-alarms-cuda (not in the default): every CUDA kernel under every property (forward, gradient, integration and
+#   integration-sdpa), and the forward properties at volume, two campaigns sharing the GPU for GPU_FA_SECONDS (default
+#   480) with a fresh seed (GPU_FA_SEED, default the time); GPU_FA_DIR keeps them for a later call to resume (issue 29,
+#   item 9: every finding is a false alarm or a kernel bug to analyse)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 set -uo pipefail
@@ -123,7 +127,7 @@ fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
-if has integration || has campaign || has sanitize || has backward || has lse-merge || has repro; then
+if has integration || has campaign || has sanitize || has backward || has lse-merge || has repro || has false-alarms-cuda; then
   if list_json=$(fc list --json 2> "$out/list.err"); then
     read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
 import json, sys
@@ -427,6 +431,49 @@ if has false-alarms; then
     --out "$out/false-alarms" > "$out/false-alarms.log" 2>&1 || status=1
   row "false alarms (all kernels)" "$(head -1 "$out/false-alarms/summary.txt" 2> /dev/null) ($(( $(date +%s) - start )) s)"
   cp "$out/false-alarms/summary.txt" "$out/false-alarms-summary.txt" 2> /dev/null
+fi
+
+if has false-alarms-cuda; then
+  # Three campaigns side by side, so that slow units do not starve fast ones (a campaign gives each of its units the
+  # same number of chunks, and a chunk of grad-race or integration-sdpa takes minutes): "volume", the kernels that run
+  # on the device under the forward properties (GPU_FA_WORKERS, default 9 workers); "training", the same kernels under
+  # the gradient and integration properties (GPU_FA_TRAINING_WORKERS, default 4); "sdpa", the SDPA kernels (host
+  # paths, a few cases a second) under every property (GPU_FA_SDPA_WORKERS, default 3). Their folders are in GPU_FA_DIR
+  # (default $out/false-alarms-cuda): the same folder and GPU_FA_SEED resume them, GPU_FA_SECONDS being the total of
+  # all runs. Merged into $out/fa-cuda-merged; every finding is a false alarm or a kernel bug to analyse.
+  fa_dir=${GPU_FA_DIR:-$out/false-alarms-cuda}
+  fa_seed=${GPU_FA_SEED:-$(date +%s)}
+  volume=() training=() sdpa=()
+  for k in "${cuda_kernels[@]}"; do
+    if [[ $k == sdpa-* ]]; then sdpa+=(--kernel "$k"); else volume+=(--kernel "$k"); training+=(--kernel "$k"); fi
+  done
+  for p in conformance determinism gqa-repeat varlen-padded paged-contiguous batch-permutation padding-invariance \
+           chunked-prefill robustness lse-merge; do volume+=(--property "$p"); done
+  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero \
+           grad-robustness grad-fd grad-race integration integration-sdpa; do training+=(--property "$p"); done
+  sdpa+=(--property all --property integration --property integration-sdpa)
+  common=(--gpus all --timeout 300 --time "${GPU_FA_SECONDS:-480}")
+  start=$(date +%s)
+  dirs=()
+  for part in volume:"${GPU_FA_WORKERS:-9}":0 training:"${GPU_FA_TRAINING_WORKERS:-4}":1 sdpa:"${GPU_FA_SDPA_WORKERS:-3}":2; do
+    IFS=: read -r name workers offset <<< "$part"
+    declare -n units=$name
+    [ ${#units[@]} -gt 0 ] || continue
+    dirs+=("$fa_dir/$name-$(( fa_seed + offset ))")
+    fc campaign "${units[@]}" "${common[@]}" --workers-per-gpu "$workers" --seed $(( fa_seed + offset )) \
+      --out "${dirs[-1]}" > "$out/fa-$name.log" 2>&1 &
+    unset -n units
+  done
+  wait
+  fc merge "${dirs[@]}" --out "$out/fa-cuda-merged" --no-html > "$out/fa-cuda-merge.log" 2>&1
+  [ "$fa_dir" = "$out/false-alarms-cuda" ] || tar czf "$out/fa-cuda-campaigns.tgz" -C "$fa_dir" .
+  row "false alarms, CUDA kernels (seed $fa_seed)" "$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["totals"]
+print(t["cases"], "cases,", t["failures"], "failing,", t["findings"], "findings,", t["crashes"], "crashes;",
+      len(r["root_causes"]), "root causes:", "; ".join(str(c)[:90] for c in r["root_causes"][:4]))' \
+    "$out/fa-cuda-merged/report.json" 2>&1 | tail -1) ($(( $(date +%s) - start )) s)"
 fi
 
 if has py-campaign; then

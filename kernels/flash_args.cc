@@ -46,4 +46,14 @@ FlashArgs flash_args(const KernelCase& c) {
   return a;
 }
 
+bool flash_decode_fast_path_misreads_q(const KernelCase& c) {
+  const auto q_len_is = [&](auto pred) {
+    return std::all_of(c.seqs.begin(), c.seqs.end(), [&](const Sequence& s) { return pred(s.q_len); });
+  };
+  if (c.heads <= c.kv_heads || !q_len_is([](std::int64_t n) { return n <= 1; })) return false;
+  const bool one_row_per_sequence =
+      q_len_is([](std::int64_t n) { return n == 1; }) && geometry(c).q_rows == static_cast<std::int64_t>(c.seqs.size());
+  return !one_row_per_sequence;
+}
+
 }  // namespace flashcheck

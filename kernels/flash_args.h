@@ -33,4 +33,11 @@ struct FlashArgs {
 // Requires a validated case. max_seqlen_k is the longest key range a sequence attends over.
 FlashArgs flash_args(const KernelCase& c);
 
+// FlashAttention-2's varlen decode fast path (mha_varlen_fwd in flash_api.cpp, when max_seqlen_q == 1 with GQA) reshapes
+// Q as (batch, kv_heads, groups, d): it reads row i of the Q buffer as sequence i's query. That holds only when every
+// sequence has exactly one query and the buffer has no rows past the last one; otherwise the reshape fails or, when
+// the row count happens to equal the batch (a sequence without a query plus a row of slack), the kernel attends with
+// the wrong rows (fixtures/found/flash-varlen-gqa-decode-q-slack.json).
+bool flash_decode_fast_path_misreads_q(const KernelCase& c);
+
 }  // namespace flashcheck

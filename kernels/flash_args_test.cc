@@ -38,5 +38,26 @@ TEST(FlashArgs, PagedTableIsPaddedRowMajor) {
   EXPECT_EQ(a.block_table, (std::vector<std::int32_t>{3, 1, 0, -1, 2, -1}));
 }
 
+// The cases of fixtures/found/flash-varlen-gqa-decode-*.json and the H100 false-alarm run of 2026-12-06: the third
+// (one sequence without a query, one row of slack) has as many Q rows as sequences and was missed by a row count.
+TEST(FlashArgs, DecodeFastPathMisreadsQUnlessOneRowPerSequence) {
+  KernelCase c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.seqs = {{.q_len = 1, .k_len = 2}, {.q_len = 1, .k_len = 3}};
+  EXPECT_FALSE(flash_decode_fast_path_misreads_q(c));
+  c.slack.q_rows = 1;
+  EXPECT_TRUE(flash_decode_fast_path_misreads_q(c));  // a row past the last sequence
+  c.seqs = {{.q_len = 0, .k_len = 0}, {.q_len = 1, .k_len = 2}};
+  EXPECT_TRUE(flash_decode_fast_path_misreads_q(c));  // rows == sequences, but row 0 is sequence 1's query
+  c.slack.q_rows = 0;
+  EXPECT_TRUE(flash_decode_fast_path_misreads_q(c));  // a sequence without a query
+  c.seqs = {{.q_len = 2, .k_len = 2}, {.q_len = 0, .k_len = 2}};
+  EXPECT_FALSE(flash_decode_fast_path_misreads_q(c));  // max_seqlen_q 2: not the decode path
+  c.seqs = {{.q_len = 0, .k_len = 0}, {.q_len = 1, .k_len = 2}};
+  c.kv_heads = 2;
+  EXPECT_FALSE(flash_decode_fast_path_misreads_q(c));  // no GQA: no reshape
+}
+
 }  // namespace
 }  // namespace flashcheck

@@ -187,11 +187,7 @@ class FlashForward : public DeviceKernel {
     const CaseGeometry g = geometry(c);
     if (g.total_q == 0) return {false, kFlashNoQueriesDefect, {}};
     if (c.backward() && g.max_k == 0) return {false, kFlashBackwardNoKeysDefect, {}};
-    // The decode fast path reshapes Q as (batch, kv_heads, groups, d): it takes the buffer's rows, slack included,
-    // for one query per sequence.
-    if (varlen_ && c.heads > c.kv_heads && g.q_rows != static_cast<std::int64_t>(c.seqs.size()) &&
-        std::all_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q_len <= 1; }))
-      return {false, kFlashDecodeGroupsDefect, {}};
+    if (varlen_ && flash_decode_fast_path_misreads_q(c)) return {false, kFlashDecodeGroupsDefect, {}};
     return r;
   }
   void run_device(const device::DeviceCase& dc, device::DeviceOutput& out) override {
