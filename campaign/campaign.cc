@@ -202,6 +202,7 @@ class Supervisor {
     WorkerOptions wo;
     wo.item_timeout = spec_.case_timeout;
     wo.env = slots_[i].where.env;
+    wo.memory_limit = slots_[i].where.memory_limit;
     slots_[i].proc = std::make_unique<WorkerProcess>(body(i), wo);
   }
 

@@ -28,6 +28,7 @@ namespace flashcheck {
 struct WorkerSlot {
   std::string device;
   std::vector<std::pair<std::string, std::string>> env;
+  std::int64_t memory_limit = 0;  // bytes of address space (WorkerOptions::memory_limit); 0: none
 };
 
 // `gpus` is "all" or a list of indices ("0,2") into the devices this process sees; each slot pins its

@@ -7,6 +7,7 @@
 #include "campaign/campaign.h"
 #include "search/case_gen.h"
 #include "search/coverage.h"
+#include "search/worker.h"
 
 namespace flashcheck::cli {
 namespace {
@@ -76,6 +77,8 @@ int run_campaign_command(const CampaignCommandOptions& o) {
                  (*on_gpu)->name());
       return kExitUsage;
     }
+    if (on_gpu == kernels.end() && std::none_of(props.begin(), props.end(), [](const Property* p) { return p->uses_device(); }))
+      for (WorkerSlot& s : slots) s.memory_limit = worker_memory_bytes(o.worker_memory, static_cast<int>(slots.size()));
   }
   spec.shard = *shard;
   spec.seed = o.seed;

@@ -18,6 +18,7 @@
 #include "report/junit.h"
 #include "search/coverage.h"
 #include "search/fuzz.h"
+#include "search/worker.h"
 
 namespace flashcheck::cli {
 
@@ -103,6 +104,7 @@ int run_fuzz_command(const FuzzCommandOptions& o) {
     fo.shrink = {o.shrink_attempts, o.shrink_seconds};
     fo.out_dir = o.out;
     fo.reproduce = o.reproduce;
+    fo.worker_memory = worker_memory_bytes(o.worker_memory);
     fo.on_progress = [label, tty, total = o.cases, limit = o.time, last_line = -10.0](std::int64_t cases, std::int64_t failures,
                                                                                     double seconds) mutable {
       const double rate = cases / std::max(seconds, 1e-9);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
@@ -10,10 +11,23 @@
 #include "cli/report.h"
 #include "core/error.h"
 #include "core/fixture.h"
+#include "core/input_limits.h"
 #include "properties/property.h"
 #include "search/replay.h"
+#include "search/worker.h"
 
 namespace flashcheck::cli {
+namespace {
+
+// The host reference's time for `work` multiply-adds, at limits::kReferenceWorkPerSecond.
+std::string reference_time(double work) {
+  const double s = work / limits::kReferenceWorkPerSecond;
+  if (s < 120) return fmt::format("{:.0f} s", s);
+  if (s < 7200) return fmt::format("{:.0f} min", s / 60);
+  return fmt::format("{:.0f} h", s / 3600);
+}
+
+}  // namespace
 
 int run_replay(const ReplayOptions& o) {
   std::vector<Kernel*> kernels;
@@ -26,9 +40,32 @@ int run_replay(const ReplayOptions& o) {
     fmt::print(stderr, "flashcheck replay: {}\n", e.what());
     return kExitUsage;
   }
+  // Estimated before anything runs: a valid case can still be enormous (a 65,536-token sequence), and would run for
+  // minutes with no word.
+  for (const Fixture& f : fixtures) {
+    std::vector<std::pair<std::string, double>> works;
+    for (std::size_t i = 0; i < f.cases.size(); ++i)
+      works.emplace_back(fmt::format("case {} ({})", i, summary(f.cases[i].kcase)), case_work(f.cases[i].kcase));
+    for (std::size_t i = 0; i < f.model_cases.size(); ++i)
+      works.emplace_back(fmt::format("model case {} ({})", i, summary(f.model_cases[i].mcase)), case_work(f.model_cases[i].mcase));
+    for (const auto& [which, work] : works) {
+      if (work > o.max_work) {
+        fmt::print(stderr,
+                   "flashcheck replay: {}: {}: about {:.3g} multiply-adds for the fp64 reference (about {} of one core), "
+                   "past --max-work {:.3g}; raise --max-work to run it\n",
+                   f.path, which, work, reference_time(work), o.max_work);
+        return kExitUsage;
+      }
+      if (work > limits::kWarnCaseWork)
+        fmt::print(stderr, "flashcheck replay: {}: {}: about {:.3g} multiply-adds for the fp64 reference (about {} of one core)\n",
+                   f.path, which, work, reference_time(work));
+    }
+  }
   IsolationOptions iso;
   iso.enabled = o.isolate;
   iso.timeout_seconds = o.timeout;
+  if (std::all_of(kernels.begin(), kernels.end(), [](const Kernel* k) { return k->device() == "cpu"; }))
+    iso.memory_limit = worker_memory_bytes(o.worker_memory);
   const std::vector<ReplayRecord> records = replay_fixtures(fixtures, kernels, iso);
   if (o.json) {
     std::cout << replay_json(records).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -3,6 +3,8 @@
 // 0 success, 1 a check failed, 2 bad usage or input.
 #pragma once
 
+#include "core/input_limits.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +51,8 @@ struct ReplayOptions {
   bool json = false;
   bool isolate = true;
   double timeout = 300;
+  double max_work = limits::kDefaultMaxCaseWork;  // refuse a case whose fp64 reference needs more multiply-adds
+  double worker_memory = -1;  // GiB for the worker when every kernel runs on the host (0: no limit; -1: 3/4 of the memory)
 };
 int run_replay(const ReplayOptions& o);
 
@@ -88,6 +92,7 @@ struct FuzzCommandOptions {
   bool json = false;
   bool isolate = true;
   double timeout = 120;
+  double worker_memory = -1;  // GiB for each host-kernel worker (0: no limit; -1: 3/4 of the memory, shared)
 };
 int run_fuzz_command(const FuzzCommandOptions& o);
 // The names `fuzz --require` takes, for its help.
@@ -137,6 +142,7 @@ struct CampaignCommandOptions {
   int workers_per_gpu = 1;
   int workers = 0;   // CPU workers (0: one)
   double timeout = 120;
+  double worker_memory = -1;  // GiB for each host-kernel worker (0: no limit; -1: 3/4 of the memory, shared)
   int shrink_attempts = 400;
   double shrink_seconds = 60;
   CaseSizeOptions sizes;

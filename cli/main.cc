@@ -72,6 +72,15 @@ int main(int argc, char** argv) {
   cmd_replay->add_option("--junit", replay.junit, "Also write the results as JUnit XML to this file");
   cmd_replay->add_flag("!--no-isolate", replay.isolate, "Run kernels in this process (for debuggers)");
   cmd_replay->add_option("--timeout", replay.timeout, "Seconds before a case counts as hung")->capture_default_str();
+  cmd_replay->add_option("--max-work", replay.max_work,
+                         "Refuse a case whose fp64 reference needs more multiply-adds than this (sum of q_len * k_len * "
+                         "heads * (d + dv)); past 1e10 a case is named before it runs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd_replay->add_option("--worker-memory", replay.worker_memory,
+                         "GiB of address space for the worker when every kernel runs on the host, so that a case too "
+                         "large fails inside it (0: no limit; default: three quarters of the machine's memory)")
+      ->check(CLI::Range(0.0, 1e6));
 
   FuzzCommandOptions fuzz;
   auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
@@ -104,6 +113,7 @@ int main(int argc, char** argv) {
   cmd_fuzz->add_option("--junit", fuzz.junit, "Also write the results as JUnit XML to this file");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
   cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
+  cmd_fuzz->add_option("--worker-memory", fuzz.worker_memory, "GiB of address space for each worker of a host kernel, so that a case too large fails inside it (0: no limit; default: three quarters of the machine's memory, shared between the workers)")->check(CLI::Range(0.0, 1e6));
   add_case_size_options(cmd_fuzz, fuzz.sizes);
 
   CampaignCommandOptions campaign;
@@ -134,6 +144,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd_campaign->add_option("--timeout", campaign.timeout, "Seconds before one case counts as hung")->capture_default_str();
+  cmd_campaign->add_option("--worker-memory", campaign.worker_memory, "GiB of address space for each worker of a host kernel, so that a case too large fails inside it (0: no limit; default: three quarters of the machine's memory, shared between the workers)")->check(CLI::Range(0.0, 1e6));
   cmd_campaign->add_option("--shrink-attempts", campaign.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
   cmd_campaign->add_option("--shrink-seconds", campaign.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
   add_case_size_options(cmd_campaign, campaign.sizes);

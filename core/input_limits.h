@@ -28,4 +28,12 @@ inline constexpr std::int64_t kMaxExtraPages = std::int64_t{1} << 32;
 // kernel_case.cc and core/model_case.cc estimate it from the case's shape alone; a larger case is refused.
 inline constexpr std::int64_t kMaxCaseBytes = std::int64_t{4} << 30;
 
+// Work of one case (case_work: the fp64 reference's multiply-adds). Replay names a case past kWarnCaseWork before
+// it starts, and refuses one past its --max-work (default kDefaultMaxCaseWork), with the time it would take at
+// kReferenceWorkPerSecond (a whole host case, kernel, baseline and fp64 reference, on one core: measured in
+// docs/HARDENING.md): about twenty seconds and about half an hour.
+inline constexpr double kReferenceWorkPerSecond = 5e8;
+inline constexpr double kWarnCaseWork = 1e10;
+inline constexpr double kDefaultMaxCaseWork = 1e12;
+
 }  // namespace flashcheck::limits

@@ -79,6 +79,15 @@ double KernelCase::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
+double case_work(const KernelCase& c) {
+  double work = 0;
+  for (const Sequence& s : c.seqs)
+    work += static_cast<double>(s.q_len) *
+            static_cast<double>(c.kv_cache ? std::max(s.k_len, s.cache_len + s.new_len) : s.k_len) * static_cast<double>(c.heads) *
+            static_cast<double>(c.head_dim + c.v_head_dim);
+  return c.backward() ? 3 * work : work;
+}
+
 std::int64_t case_bytes(const KernelCase& c) {
   // Elements of every tensor the harness holds for the case, computed without wrapping (core/checked.h):
   // Q and the output rows, K/V storage (packed rows, or the whole page pool), the cache's new tokens.

@@ -136,6 +136,10 @@ std::string recipe_overflow_reason(Distribution dist, double scale, DType dtype)
 // output buffers, reference results); computed without wrapping, saturating at INT64_MAX.
 std::int64_t case_bytes(const KernelCase& c);
 
+// The multiply-adds of the fp64 reference on the case: sum over sequences of q_len * k_len * heads * (d + dv), three
+// times that with a backward. What a replay estimates before it starts (limits::kWarnCaseWork, --max-work).
+double case_work(const KernelCase& c);
+
 // Short one-line description for reports: "b2 h8/2 d64 bf16 causal-br win(-1,0) L[3x5,1x9]".
 std::string summary(const KernelCase& c);
 

@@ -190,4 +190,9 @@ std::string summary(const ModelCase& m) {
   return s;
 }
 
+double case_work(const ModelCase& m) {
+  return static_cast<double>(m.batch) * static_cast<double>(m.q_len) * static_cast<double>(m.kv_len()) *
+         static_cast<double>(m.heads) * 2.0 * static_cast<double>(m.head_dim);
+}
+
 }  // namespace flashcheck

@@ -68,5 +68,8 @@ std::vector<FieldError> validate(const ModelCase& m);
 
 // "b2 q5 p3 h8/2 d64 bf16 causal mask[left] pos[packed] W4" for reports.
 std::string summary(const ModelCase& m);
+// The multiply-adds of one attention pass of the layer: batch * q_len * kv_len * heads * 2 * head_dim (see
+// case_work of a KernelCase).
+double case_work(const ModelCase& m);
 
 }  // namespace flashcheck

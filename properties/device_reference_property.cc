@@ -23,6 +23,7 @@ namespace {
 class DeviceReferenceAgreement : public Property {
  public:
   std::string_view name() const override { return "device-reference"; }
+  bool uses_device() const override { return true; }
   std::string_view description() const override {
     return "the fp32 device reference matches the fp64 host reference within 8 u of each element's sensitivity";
   }
@@ -87,6 +88,7 @@ class DeviceReferenceAgreement : public Property {
 class DeviceGradientReferenceAgreement : public Property {
  public:
   std::string_view name() const override { return "device-gradient-reference"; }
+  bool uses_device() const override { return true; }
   std::string_view description() const override {
     return "the device gradient reference and baseline match the fp64 host ones (reference/gradient_agreement.h)";
   }

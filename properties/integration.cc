@@ -49,6 +49,58 @@ IntegrationResult finish(IntegrationResult r, hf::Profile profile, hf::PathDefec
   return r;
 }
 
+// Rows that are not comparable (a row without a key, a padding query) carry no model output, but the next layer reads
+// them: its eager P·V multiplies a padding row by 0, and 0 × NaN is NaN in every row. So they must be finite. What
+// finite value they hold is the release's business: 0 (pad_input's zero fill, FlashAttention's empty row), eager's
+// value (eager itself, SDPA with _unmask_unattended: for a row without a key, finfo.min on every logit makes it the
+// mean of V over every column), or attention over keys eager does not allow (hf-main's flash path unpads the keys
+// before it applies a window, so a padding query under a window of 1 attends to the last valid key): the counts say
+// which. Returns the reason of the first non-finite row, or empty.
+std::string judge_uncomparable_rows(IntegrationResult& r, const ModelCase& m, const ModelTensors& t,
+                                    const hf::EagerResult& eager, const hf::ExactAttention& exact,
+                                    const std::vector<double>& out) {
+  const std::int64_t H = m.heads, Hk = m.kv_heads, D = m.head_dim, Lk = m.kv_len();
+  std::string first;
+  std::int64_t bad = 0;
+  for (std::int64_t b = 0; b < m.batch; ++b)
+    for (std::int64_t i = 0; i < m.q_len; ++i) {
+      const hf::RowFlag flag = eager.mask.row(b, i);
+      if (flag == hf::RowFlag::kComparable) continue;
+      const std::size_t row = static_cast<std::size_t>((b * m.q_len + i) * H * D);
+      bool zero = true;
+      std::int64_t nonfinite = 0;
+      double err = 0, bound = 0;
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t d = 0; d < D; ++d) {
+          const std::size_t at = row + static_cast<std::size_t>(h * D + d);
+          double x = exact.out[at];
+          if (flag == hf::RowFlag::kNoKey) {
+            x = 0;
+            for (std::int64_t j = 0; j < Lk; ++j)
+              x += t.v.data[static_cast<std::size_t>(((b * Lk + j) * Hk + h / m.group()) * D + d)];
+            x /= static_cast<double>(std::max<std::int64_t>(Lk, 1));
+          }
+          const double f = out[at];
+          nonfinite += std::isfinite(f) ? 0 : 1;
+          zero = zero && f == 0.0;
+          err = std::max(err, std::fabs(f - x));
+          bound = std::max(bound, kIntegrationK * std::fabs(eager.out.data[at] - x) +
+                                      tolerance::max_floor(rounding_floor(m.dtype, x), exact.noise[at]));
+        }
+      if (nonfinite > 0) {
+        if (bad++ == 0)
+          first = fmt::format("(b{}, i{}) [{}] holds {} NaN/Inf element{}", b, i, hf::to_string(flag), nonfinite,
+                              nonfinite > 1 ? "s" : "");
+      } else {
+        ++(zero ? r.uncomparable_zero : err <= bound ? r.uncomparable_eager : r.uncomparable_other);
+      }
+    }
+  if (bad == 0) return {};
+  return fmt::format("{} row{} without a model output (no key, or a padding query) that the next layer reads hold{} "
+                     "NaN/Inf, which eager's P·V spreads to every row (first {})",
+                     bad, bad > 1 ? "s" : "", bad > 1 ? "" : "s", first);
+}
+
 // The integration rule on a path's output `out` ([B * Lq, Hq, D]); `row_source` (the flash plan's, or null when
 // the path writes every row) marks rows the path never wrote or zero-filled.
 void judge_output(IntegrationResult& r, hf::Profile profile, const ModelCase& m, const ModelTensors& t,
@@ -113,6 +165,8 @@ void judge_output(IntegrationResult& r, hf::Profile profile, const ModelCase& m,
   else if (!(cmp.err_max <= cmp.bound))
     v.reason = fmt::format("max error {:.3g} against the exact attention exceeds {:.3g} ({} x eager's {:.3g} + floor)",
                            cmp.err_max, cmp.bound, kIntegrationK, cmp.base_max);
+  else
+    v.reason = judge_uncomparable_rows(r, m, t, eager, exact, out);
   v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
 }
 

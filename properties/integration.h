@@ -37,6 +37,9 @@ struct IntegrationResult {
   std::optional<hf::Divergence> known;  // hf-main only: the failure is this documented divergence
   double eager_flash_max = 0;           // max |flash - eager| on compared elements, for calibration
   std::int64_t rows_compared = 0, rows_unwritten = 0, rows_zeroed = 0, rows_skipped = 0;
+  // Of the rows_skipped rows (no key, or a padding query), the finite ones: holding 0, eager's value, or another
+  // value. A non-finite one fails (judge_uncomparable_rows in integration.cc).
+  std::int64_t uncomparable_zero = 0, uncomparable_eager = 0, uncomparable_other = 0;
 };
 
 // With a defect (the mutation self-test), a failure counts as a known divergence only where the intact

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "core/defined_memory.h"
+#include "core/geometry.h"
 #include "kernels/kernel.h"
+#include "kernels/output_buffer.h"
 #include "oracles/model_case_for_tests.h"
 
 namespace flashcheck {
@@ -144,6 +147,57 @@ TEST(IntegrationSdpa, PlantedDefectsFailAsFindings) {
   const IntegrationResult ignored =
       check_sdpa_integration(Profile::kHfMain, tiled(), padded, PathDefect::kSdpaIgnoresPadding);
   EXPECT_EQ(ignored.verdict.kind, VerdictKind::kFail) << describe(ignored.verdict);
+}
+
+// tiled-cpu with NaN in the output rows without keys: a conformant kernel whose contract says so (SDPA's math
+// before safe softmax gave NaN there). Conformance accepts it; a model that hands it a row without a key does not.
+class NanOnEmptyRows : public Kernel {
+ public:
+  NanOnEmptyRows() : inner_(tiled()), contract_(inner_.contract()) { contract_.empty_row = EmptyRow::kNaN; }
+  std::string_view name() const override { return "nan-on-empty-rows"; }
+  const Contract& contract() const override { return contract_; }
+  void run(const KernelCase& c, const CaseTensors& in, OutputBuffer& out) override {
+    inner_.run(c, in, out);
+    const CaseGeometry g = geometry(c);
+    const std::vector<std::uint8_t> empty = empty_query_rows(c, g);
+    const std::int64_t w = c.heads * c.v_head_dim;
+    for (std::int64_t row = 0; row < g.total_q; ++row)
+      if (empty[static_cast<std::size_t>(row)]) std::fill_n(out.out() + row * w, w, std::nanf(""));
+  }
+
+ private:
+  Kernel& inner_;
+  Contract contract_;
+};
+
+// Issue 29, item 2: rows without a model output are judged too. Decoding with a batch row whose mask has no valid
+// key, every release's mask branch keeps that row's query and hands it to the kernel with no key; a kernel that
+// writes NaN there poisons the next layer (eager's P·V: 0 × NaN). Prefill drops the row and zero-fills it instead.
+TEST(Integration, ARowWithoutKeysMustBeFiniteWhereTheNextLayerReadsIt) {
+  NanOnEmptyRows nan_kernel;
+  ModelCase decode = base(2, 1, 3);
+  decode.static_cache_len = 6;
+  decode.attention_mask = Rows{{1, 1, 1, 1}, {0, 0, 0, 0}};
+  const IntegrationResult bad = check_integration(Profile::kHfMain, nan_kernel, decode);
+  EXPECT_EQ(bad.verdict.kind, VerdictKind::kFail) << describe(bad.verdict);
+  EXPECT_TRUE(contains(bad.verdict.reason,
+                       "(b1, i0) [no-key] holds " + std::to_string(decode.heads * decode.head_dim) + " NaN/Inf elements")) << bad.verdict.reason;
+  EXPECT_EQ(bad.rows_compared, 1);
+
+  const IntegrationResult ok = check_integration(Profile::kHfMain, tiled(), decode);
+  EXPECT_EQ(ok.verdict.kind, VerdictKind::kPass) << describe(ok.verdict);
+  EXPECT_EQ(ok.uncomparable_zero, 1);  // FlashAttention's empty row
+
+  ModelCase prefill = base(2, 4);
+  prefill.attention_mask = Rows{{1, 1, 1, 1}, {0, 0, 0, 0}};
+  const IntegrationResult dropped = check_integration(Profile::kHfMain, nan_kernel, prefill);
+  EXPECT_EQ(dropped.verdict.kind, VerdictKind::kPass) << describe(dropped.verdict);
+  EXPECT_EQ(dropped.uncomparable_zero, 4);  // pad_input's zero fill: the kernel never sees them
+
+  // Eager's value on the same rows: the SDPA path of the release unmasks them (_unmask_unattended).
+  const IntegrationResult sdpa = check_sdpa_integration(Profile::kHfMain, tiled(), prefill);
+  EXPECT_EQ(sdpa.verdict.kind, VerdictKind::kPass) << describe(sdpa.verdict);
+  EXPECT_EQ(sdpa.uncomparable_zero + sdpa.uncomparable_eager + sdpa.uncomparable_other, 4);
 }
 
 }  // namespace

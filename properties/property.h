@@ -44,6 +44,9 @@ class Property {
   virtual std::string_view profile() const { return {}; }
   // Model level: whether a long run must reach every model feature (profiles that are exact for them).
   virtual bool demands_model_coverage() const { return false; }
+  // Whether it runs on the GPU whatever the kernel (the device references' checks): its worker then gets no address
+  // space limit, which a CUDA context would not fit (search/worker.h).
+  virtual bool uses_device() const { return false; }
   // What the generated cases must have for this property to say something.
   virtual CaseRequirements requirements() const { return {}; }
   // Why the property can never run on this kernel (its contract lacks what the property needs), or "".

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -71,6 +72,27 @@ TEST(FoundCases, AnUnwritableOutputFolderIsAnError) {
   o.out_dir = "/dev/null/found";
   EXPECT_THROW(run_fuzz(kernel("tiled-cpu"), *find_property("conformance"), o), OutputError);
   EXPECT_THROW(run_fuzz_isolated(kernel("tiled-cpu"), *find_property("conformance"), o), OutputError);
+}
+
+// A property whose own allocations fail: the harness's memory, not the kernel's (issue 29, item 7).
+class RunsOutOfMemory : public Property {
+ public:
+  std::string_view name() const override { return "runs-out-of-memory"; }
+  std::string_view description() const override { return "throws std::bad_alloc as the harness would"; }
+  Verdict check(Kernel&, const KernelCase&) const override { throw std::bad_alloc(); }
+};
+
+TEST(FoundCases, TheHarnessRunningOutOfMemoryStopsTheRunAndIsNoFinding) {
+  FuzzOptions o;
+  o.cases = 3;
+  try {
+    run_fuzz(kernel("tiled-cpu"), RunsOutOfMemory{}, o);
+    ADD_FAILURE() << "the run went on";
+  } catch (const FuzzAborted& e) {
+    EXPECT_NE(std::string(e.what()).find("the harness ran out of memory judging a case (b"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a kernel finding"), std::string::npos) << e.what();
+    EXPECT_TRUE(e.report.findings.empty());
+  }
 }
 
 }  // namespace

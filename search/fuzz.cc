@@ -5,10 +5,13 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <rapidcheck.h>
 #include <set>
 #include <stdexcept>
+#include <variant>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -99,8 +102,22 @@ struct RunState {
       }
     }
     if (hooks.on_case_start) hooks.on_case_start();
-    const Judgement j = p.judge(k, c);
+    std::optional<Judgement> judged;
+    try {
+      judged = p.judge(k, c);
+    } catch (const std::bad_alloc&) {
+      // The kernel's own allocations fail inside its call and come back as its error; this one is the harness's
+      // (inputs, references, comparisons): never the kernel's fault, and never a finding to shrink.
+      harness_error = fmt::format(
+          "the harness ran out of memory judging a case ({}){}: a harness error, not a kernel finding; give the worker "
+          "more memory (--worker-memory) or draw smaller cases",
+          std::visit([](const auto& x) { return summary(x); }, c), worker_memory_limit() > 0 ? fmt::format(" under the worker's limit of {:.1f} GiB",
+                                                              static_cast<double>(worker_memory_limit()) / (1 << 30))
+                                                : std::string());
+      return;
+    }
     if (hooks.on_case_end) hooks.on_case_end();
+    const Judgement& j = *judged;
     const Verdict& v = j.verdict;
     if (!failing && p.level() == CaseLevel::kModel)
       for (const std::string& f : classify(c)) generated.insert(f);
@@ -316,7 +333,9 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
         aborted = payload;
       }
     };
-    const WorkerExit x = run_worker(body, on_message, {true, case_timeout_seconds});
+    WorkerOptions wo{.isolate = true, .item_timeout = case_timeout_seconds};
+    if (k.device() == "cpu" && !p.uses_device()) wo.memory_limit = o.worker_memory < 0 ? default_worker_memory() : o.worker_memory;
+    const WorkerExit x = run_worker(body, on_message, wo);
     if (!aborted.empty() || !x.error.empty()) {  // a harness error (an unwritable --out): stop, keeping what was found
       if (!reported) total.cases += child_cases;
       total.seconds = since(start);

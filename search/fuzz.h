@@ -36,6 +36,9 @@ struct FuzzOptions {
   std::string out_dir;                 // where found fixtures and the in-flight case go ("": nowhere)
   std::string inflight_dir;            // where the in-flight case goes instead ("": out_dir); one per worker
   std::string reproduce;               // RC_PARAMS "reproduce=..." string: replay that one failure (reproduce_problem)
+  // The isolated worker's memory limit in bytes when the kernel runs on the host (WorkerOptions::memory_limit):
+  // -1 the default (default_worker_memory), 0 none.
+  std::int64_t worker_memory = -1;
   std::function<void(std::int64_t cases, std::int64_t failures, double seconds)> on_progress;
 };
 

@@ -57,7 +57,8 @@ std::vector<std::vector<Verdict>> run_isolated(std::size_t jobs, const IsolatedJ
         ch.end();
       }
     };
-    const WorkerExit x = run_worker(body, on_message, {opt.enabled, opt.timeout_seconds});
+    const WorkerExit x =
+        run_worker(body, on_message, {.isolate = opt.enabled, .item_timeout = opt.timeout_seconds, .memory_limit = opt.memory_limit});
     if (x.died_in) {
       const auto i = static_cast<std::size_t>(std::stoul(*x.died_in));
       Verdict v = label(i);

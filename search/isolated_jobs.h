@@ -3,6 +3,8 @@
 // fixture corpus run this way.
 #pragma once
 
+#include <cstdint>
+
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -14,6 +16,7 @@ namespace flashcheck {
 struct IsolationOptions {
   bool enabled = true;           // false: run jobs in this process (debuggers, sanitizers)
   double timeout_seconds = 300;  // per job; <= 0 disables the limit
+  std::int64_t memory_limit = 0;  // bytes of address space of the worker (WorkerOptions::memory_limit); 0: none
 };
 
 // Job i returns its verdicts (one per kernel or property it covered). `label(i)` names a job whose worker

@@ -169,6 +169,15 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
     static const std::vector<Distribution> kDists{Distribution::kNormal, Distribution::kUniform, Distribution::kIntegers};
     m.data.dist = pick(kDists);
     m.data.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(0, 1u << 30));
+    // A decode step over a static cache in which a batch row has no valid key: every release hands that row's query
+    // to the kernel with no key, and what the kernel writes there reaches the next layer (issue 29). Drawn last, so
+    // that the picks above keep their streams.
+    const bool keyless_decode = toggle(1, 3);
+    if (keyless_decode && m.static_cache_len && m.q_len == 1) {
+      if (!m.attention_mask) m.attention_mask = Rows(static_cast<std::size_t>(m.batch), std::vector<std::int64_t>(
+                                                                                            static_cast<std::size_t>(m.past + 1), 1));
+      std::fill(m.attention_mask->back().begin(), m.attention_mask->back().end(), 0);
+    }
     return m;
   });
 }

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <set>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <stdexcept>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,6 +27,33 @@ namespace flashcheck {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
+// A harness allocation (not a kernel's: those fail inside the kernel's call and are its error) that failed.
+std::string out_of_memory_message() {
+  const std::int64_t limit = worker_memory_limit();
+  return limit > 0 ? fmt::format("the harness ran out of memory under the worker's limit of {:.2f} GiB (--worker-memory "
+                                 "raises it; smaller cases need less)",
+                                 static_cast<double>(limit) / (1 << 30))
+                   : std::string("the harness ran out of memory");
+}
+
+void limit_memory(std::int64_t bytes) {
+  if (bytes <= 0 || kAddressSanitizer) return;
+  const rlimit r{static_cast<rlim_t>(bytes), static_cast<rlim_t>(bytes)};
+  ::setrlimit(RLIMIT_AS, &r);
+}
 
 // Child side: each message is "<tag> <payload>\n"; 'B' and 'E' frame items. Requests from the parent
 // arrive one a line on a second pipe.
@@ -135,10 +163,13 @@ WorkerProcess::WorkerProcess(const WorkerBody& body, const WorkerOptions& o) : i
     ::fcntl(down[0], F_SETFD, FD_CLOEXEC);
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
     for (const auto& [name, value] : o.env) ::setenv(name.c_str(), value.c_str(), 1);
+    limit_memory(o.memory_limit);
     set_device_error_note(note_);
     PipeChannel channel(up[1], down[0]);
     try {
       body(channel);
+    } catch (const std::bad_alloc&) {
+      channel.send('X', out_of_memory_message());
     } catch (const std::exception& e) {
       std::string what = e.what();
       std::replace(what.begin(), what.end(), '\n', ' ');
@@ -241,6 +272,23 @@ WorkerExit WorkerProcess::finish() {
     exit_.reason = reason;
   }
   return exit_;
+}
+
+std::int64_t default_worker_memory(int workers) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<std::int64_t>(pages) * page / 4 * 3 / std::max(workers, 1);
+}
+
+std::int64_t worker_memory_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::int64_t>(r.rlim_cur);
+}
+
+std::int64_t worker_memory_bytes(double gib, int workers) {
+  if (gib < 0) return default_worker_memory(workers);
+  return static_cast<std::int64_t>(gib * static_cast<double>(std::int64_t{1} << 30));
 }
 
 WorkerExit run_worker(const WorkerBody& body, const WorkerHandler& on_message, const WorkerOptions& o) {

@@ -9,6 +9,7 @@
 // that serves many requests (a campaign worker) reads them from its parent with receive().
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,7 +40,20 @@ struct WorkerOptions {
   // Set in the child before the body runs, so before any CUDA call: CUDA_VISIBLE_DEVICES pins a worker to
   // its GPU (the CUDA runtime reads it once, when it initializes).
   std::vector<std::pair<std::string, std::string>> env;
+  // > 0: the worker's address space (RLIMIT_AS) in bytes, so that an allocation past it fails inside the worker
+  // (a kernel's error, or the harness's own: fuzz stops with a harness error) instead of the machine's OOM killer
+  // taking the worker, or the whole machine, down. Only for workers that run host kernels: a CUDA context
+  // reserves more address space than any sensible limit. Ignored under AddressSanitizer, which reserves terabytes.
+  std::int64_t memory_limit = 0;
 };
+
+// The default memory limit of each of `workers` concurrent host-kernel workers: three quarters of the machine's
+// physical memory, shared.
+std::int64_t default_worker_memory(int workers = 1);
+// The address-space limit this process runs under (0: none), as WorkerOptions::memory_limit set it.
+std::int64_t worker_memory_limit();
+// "--worker-memory": GiB as given (0 disables the limit), or the default.
+std::int64_t worker_memory_bytes(double gib, int workers = 1);
 
 struct WorkerExit {
   bool clean = true;                   // the body returned and the worker exited normally

@@ -1,7 +1,11 @@
 #include "search/isolated_jobs.h"
 #include "search/worker.h"
 
+#include "kernels/device_errors.h"
+
 #include <cmath>
+#include <fstream>
+#include <new>
 #include <cstdlib>
 #include <memory>
 #include <csignal>
@@ -9,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
 namespace flashcheck {
 namespace {
@@ -124,6 +129,49 @@ TEST(Worker, AnExceptionOfTheBodyIsAHarnessErrorInBothModes) {
     EXPECT_FALSE(x.clean) << isolate;
     EXPECT_NE(x.error.find("bad"), std::string::npos) << isolate << ": " << x.error;
   }
+}
+
+// Issue 29, item 7: an allocation past the worker's memory limit fails inside the worker, which lives on and says
+// which limit it met; the parent is not limited.
+TEST(Worker, AnAllocationPastTheMemoryLimitFailsInsideTheWorker) {
+  std::int64_t pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const std::int64_t limit = pages * ::sysconf(_SC_PAGE_SIZE) + (std::int64_t{256} << 20);  // what is mapped, and 256 MiB
+  std::vector<std::string> got;
+  WorkerOptions o;
+  o.memory_limit = limit;
+  const WorkerExit x = run_worker(
+      [](WorkerChannel& ch) {
+        ch.send('L', std::to_string(worker_memory_limit()));
+        try {
+          std::unique_ptr<char[]> big(new char[std::size_t{2} << 30]);
+          big[0] = 1;
+          ch.send('A', "allocated");
+        } catch (const std::bad_alloc& e) {
+          ch.send('A', kernel_error_reason(e));
+        }
+        std::unique_ptr<char[]> small(new char[std::size_t{16} << 20]);  // still room below the limit
+        small[0] = 1;
+        ch.send('S', "ok");
+      },
+      [&](char tag, const std::string& payload) { got.push_back(std::string(1, tag) + payload); }, o);
+  EXPECT_TRUE(x.clean) << x.reason << x.error;
+  ASSERT_EQ(got.size(), 3u);
+  if (got[0] == "L0") GTEST_SKIP() << "no limit in this build (AddressSanitizer reserves more address space)";
+  EXPECT_EQ(got[0], "L" + std::to_string(limit));
+  EXPECT_NE(got[1].find("under the worker's memory limit of"), std::string::npos) << got[1];
+  EXPECT_NE(got[1].find("--worker-memory"), std::string::npos) << got[1];
+  EXPECT_EQ(got[2], "Sok");
+  EXPECT_EQ(worker_memory_limit(), 0);
+}
+
+TEST(Worker, TheDefaultMemoryLimitSharesThreeQuartersOfTheMachine) {
+  const std::int64_t one = default_worker_memory(1);
+  ASSERT_GT(one, std::int64_t{1} << 20);
+  EXPECT_NEAR(static_cast<double>(default_worker_memory(4)), static_cast<double>(one) / 4, 1.0);
+  EXPECT_EQ(worker_memory_bytes(0), 0);  // --worker-memory 0: no limit
+  EXPECT_EQ(worker_memory_bytes(1.5), std::int64_t{3} << 29);
+  EXPECT_EQ(worker_memory_bytes(-1, 2), default_worker_memory(2));
 }
 
 TEST(Worker, AnItemPastItsLimitIsKilled) {
