@@ -163,9 +163,10 @@ std::vector<std::string> classify(const ModelCase& m) {
   if (m.softcap) f.push_back("softcap");
   if (m.query_length && *m.query_length != m.q_len) f.push_back("query-length-differs");
   if (m.static_cache_len) f.push_back("static-cache");
-  if (m.q_len == 1 && m.attention_mask &&
-      std::any_of(m.attention_mask->begin(), m.attention_mask->end(),
-                  [](const std::vector<std::int64_t>& row) { return std::count(row.begin(), row.end(), 0) == static_cast<std::ptrdiff_t>(row.size()); }))
+  const auto no_valid_key = [](const std::vector<std::int64_t>& row) {
+    return std::all_of(row.begin(), row.end(), [](std::int64_t x) { return x == 0; });
+  };
+  if (m.q_len == 1 && m.attention_mask && std::any_of(m.attention_mask->begin(), m.attention_mask->end(), no_valid_key))
     f.push_back("keyless-decode");
   if (m.varlen_kwargs) f.push_back("varlen-kwargs");
   if (m.via_generate) f.push_back("generate");

@@ -3,9 +3,8 @@
 // fixture corpus run this way.
 #pragma once
 
-#include <cstdint>
-
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 

@@ -174,8 +174,7 @@ rc::Gen<ModelCase> model_case_gen(const ModelGenLimits& lim) {
     // that the picks above keep their streams.
     const bool keyless_decode = toggle(1, 3);
     if (keyless_decode && m.static_cache_len && m.q_len == 1) {
-      if (!m.attention_mask) m.attention_mask = Rows(static_cast<std::size_t>(m.batch), std::vector<std::int64_t>(
-                                                                                            static_cast<std::size_t>(m.past + 1), 1));
+      if (!m.attention_mask) m.attention_mask = make_mask(kOnes, m.batch, m.past + 1, m.past);
       std::fill(m.attention_mask->back().begin(), m.attention_mask->back().end(), 0);
     }
     return m;
