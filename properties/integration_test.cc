@@ -149,8 +149,8 @@ TEST(IntegrationSdpa, PlantedDefectsFailAsFindings) {
   EXPECT_EQ(ignored.verdict.kind, VerdictKind::kFail) << describe(ignored.verdict);
 }
 
-// tiled-cpu with NaN in the output rows without keys: a conformant kernel whose contract says so (SDPA's math
-// before safe softmax gave NaN there). Conformance accepts it; a model that hands it a row without a key does not.
+// tiled-cpu with NaN in the output rows without keys, under a contract that says so (EmptyRow::kNaN): conformance
+// accepts it; a model that hands it a row without a key does not.
 class NanOnEmptyRows : public Kernel {
  public:
   NanOnEmptyRows() : inner_(tiled()), contract_(inner_.contract()) { contract_.empty_row = EmptyRow::kNaN; }
