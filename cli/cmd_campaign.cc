@@ -77,7 +77,10 @@ int run_campaign_command(const CampaignCommandOptions& o) {
                  (*on_gpu)->name());
       return kExitUsage;
     }
-    if (on_gpu == kernels.end() && std::none_of(props.begin(), props.end(), [](const Property* p) { return p->uses_device(); }))
+    const bool host_only = std::all_of(kernels.begin(), kernels.end(), [&](const Kernel* k) {
+      return std::all_of(props.begin(), props.end(), [&](const Property* p) { return stays_on_the_host(*k, *p); });
+    });
+    if (host_only)
       for (WorkerSlot& s : slots) s.memory_limit = worker_memory_bytes(o.worker_memory, static_cast<int>(slots.size()));
   }
   spec.shard = *shard;

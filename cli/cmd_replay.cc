@@ -64,8 +64,14 @@ int run_replay(const ReplayOptions& o) {
   IsolationOptions iso;
   iso.enabled = o.isolate;
   iso.timeout_seconds = o.timeout;
-  if (std::all_of(kernels.begin(), kernels.end(), [](const Kernel* k) { return k->device() == "cpu"; }))
-    iso.memory_limit = worker_memory_bytes(o.worker_memory);
+  // A fixture names its property; model-level ones (integration) stay on the host with a host kernel.
+  const bool host_only = std::all_of(kernels.begin(), kernels.end(), [&](const Kernel* k) {
+    return std::all_of(fixtures.begin(), fixtures.end(), [&](const Fixture& f) {
+      const Property* p = find_property(f.property);
+      return p ? stays_on_the_host(*k, *p) : k->device() == "cpu";
+    });
+  });
+  if (host_only) iso.memory_limit = worker_memory_bytes(o.worker_memory);
   const std::vector<ReplayRecord> records = replay_fixtures(fixtures, kernels, iso);
   if (o.json) {
     std::cout << replay_json(records).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <fmt/format.h>
 #include <new>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "build_info.h"
@@ -15,6 +16,15 @@
 namespace {
 
 // The case-size options that fuzz and campaign share.
+// --worker-memory, as fuzz, campaign and replay take it; `workers` says who shares the default.
+void add_worker_memory_option(CLI::App* cmd, double& gib, const char* workers) {
+  cmd->add_option("--worker-memory", gib,
+                  fmt::format("GiB of address space for {}, so that a case too large fails inside it (0: no limit; "
+                              "default: three quarters of the machine's memory{})",
+                              workers, std::string_view(workers).starts_with("each") ? ", shared between the workers" : ""))
+      ->check(CLI::Range(0.0, 1e6));
+}
+
 void add_case_size_options(CLI::App* cmd, flashcheck::cli::CaseSizeOptions& s) {
   cmd->add_option("--max-size", s.max_size, "RapidCheck size ceiling (1..100)")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->add_option("--max-len", s.max_len, "Longest sequence the generator draws")->capture_default_str();
@@ -77,10 +87,7 @@ int main(int argc, char** argv) {
                          "heads * (d + dv)); past 1e10 a case is named before it runs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd_replay->add_option("--worker-memory", replay.worker_memory,
-                         "GiB of address space for the worker when every kernel runs on the host, so that a case too "
-                         "large fails inside it (0: no limit; default: three quarters of the machine's memory)")
-      ->check(CLI::Range(0.0, 1e6));
+  add_worker_memory_option(cmd_replay, replay.worker_memory, "the worker when every kernel runs on the host");
 
   FuzzCommandOptions fuzz;
   auto* cmd_fuzz = app.add_subcommand("fuzz", "Generate cases for one kernel, judge them with properties, shrink and save failures");
@@ -113,7 +120,7 @@ int main(int argc, char** argv) {
   cmd_fuzz->add_option("--junit", fuzz.junit, "Also write the results as JUnit XML to this file");
   cmd_fuzz->add_flag("!--no-isolate", fuzz.isolate, "Run in this process (a crash then ends the run)");
   cmd_fuzz->add_option("--timeout", fuzz.timeout, "Seconds before one case counts as hung")->capture_default_str();
-  cmd_fuzz->add_option("--worker-memory", fuzz.worker_memory, "GiB of address space for each worker of a host kernel, so that a case too large fails inside it (0: no limit; default: three quarters of the machine's memory, shared between the workers)")->check(CLI::Range(0.0, 1e6));
+  add_worker_memory_option(cmd_fuzz, fuzz.worker_memory, "each worker of a host kernel");
   add_case_size_options(cmd_fuzz, fuzz.sizes);
 
   CampaignCommandOptions campaign;
@@ -144,7 +151,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd_campaign->add_option("--timeout", campaign.timeout, "Seconds before one case counts as hung")->capture_default_str();
-  cmd_campaign->add_option("--worker-memory", campaign.worker_memory, "GiB of address space for each worker of a host kernel, so that a case too large fails inside it (0: no limit; default: three quarters of the machine's memory, shared between the workers)")->check(CLI::Range(0.0, 1e6));
+  add_worker_memory_option(cmd_campaign, campaign.worker_memory, "each worker of a host kernel");
   cmd_campaign->add_option("--shrink-attempts", campaign.shrink_attempts, "Shrink candidates tried per failure")->capture_default_str();
   cmd_campaign->add_option("--shrink-seconds", campaign.shrink_seconds, "Seconds of shrinking per failure")->capture_default_str();
   add_case_size_options(cmd_campaign, campaign.sizes);

@@ -43,14 +43,23 @@ std::string kernel_error_reason(const std::exception& e) {
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   // An allocation that failed under the isolated worker's limit (search/worker.h) says so: the limit is the harness's,
   // and the user can raise it.
-  rlimit as{};
   const bool allocation = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
                           why.find("can't allocate memory") != std::string::npos ||
                           why.find("out of memory") != std::string::npos;
-  if (allocation && ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-    why += fmt::format(" (an allocation failed under the worker's memory limit of {:.1f} GiB; --worker-memory raises it)",
-                       static_cast<double>(as.rlim_cur) / (1 << 30));
+  if (allocation && worker_memory_limit() > 0)
+    why += fmt::format(" (an allocation failed under {}; --worker-memory raises it)", worker_memory_limit_text());
   return why;
+}
+
+std::int64_t worker_memory_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::int64_t>(r.rlim_cur);
+}
+
+std::string worker_memory_limit_text() {
+  const std::int64_t limit = worker_memory_limit();
+  return limit > 0 ? fmt::format("the worker's memory limit of {:.3g} GiB", static_cast<double>(limit) / (1 << 30)) : "";
 }
 
 }  // namespace flashcheck

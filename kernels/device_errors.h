@@ -4,6 +4,7 @@
 // process turns that into a crash finding for the in-flight case.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -23,5 +24,11 @@ void exit_on_sticky_error(const Kernel& k);
 // The reason an `error` verdict gives for a kernel's exception: its message without the C++ backtrace that
 // PyTorch's c10::Error appends ("Exception raised from ..."), which would bury the message in reports.
 std::string kernel_error_reason(const std::exception& e);
+
+// The address-space limit this process runs under (0: none): an isolated worker's (search/worker.h,
+// WorkerOptions::memory_limit).
+std::int64_t worker_memory_limit();
+// "the worker's memory limit of 1.5 GiB", for messages about a failed allocation; "" without a limit.
+std::string worker_memory_limit_text();
 
 }  // namespace flashcheck

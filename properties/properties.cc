@@ -466,6 +466,8 @@ const std::vector<const Property*>& all_properties() {
 
 bool is_gradient_property(const Property& p) { return p.requirements().backward; }
 
+bool stays_on_the_host(const Kernel& k, const Property& p) { return k.device() == "cpu" && !p.uses_device(); }
+
 const Property* find_property(std::string_view name) {
   for (const Property* p : all_properties())
     if (p->name() == name) return p;

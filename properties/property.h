@@ -67,5 +67,8 @@ const std::vector<const Property*>& gradient_properties();
 bool is_gradient_property(const Property& p);
 // Any property by name; "integration" (and "integration-sdpa") is the integration property on hf-main.
 const Property* find_property(std::string_view name);
+// Whether judging `p` on `k` stays off the GPU: the kernel runs on the host and the property uses no device of its
+// own. Only such workers get a memory limit (search/worker.h: a CUDA context needs more address space than any).
+bool stays_on_the_host(const Kernel& k, const Property& p);
 
 }  // namespace flashcheck

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "kernels/device_errors.h"
 #include "search/case_gen.h"
 #include "search/coverage.h"
 #include "search/found_cases.h"
@@ -108,12 +109,11 @@ struct RunState {
     } catch (const std::bad_alloc&) {
       // The kernel's own allocations fail inside its call and come back as its error; this one is the harness's
       // (inputs, references, comparisons): never the kernel's fault, and never a finding to shrink.
-      const std::int64_t limit = worker_memory_limit();
       harness_error = fmt::format(
           "the harness ran out of memory judging a case ({}){}: a harness error, not a kernel finding; give the worker "
           "more memory (--worker-memory) or draw smaller cases",
           std::visit([](const auto& x) { return summary(x); }, c),
-          limit > 0 ? fmt::format(" under the worker's limit of {:.1f} GiB", static_cast<double>(limit) / (1 << 30)) : "");
+          worker_memory_limit() > 0 ? " under " + worker_memory_limit_text() : "");
       return;
     }
     if (hooks.on_case_end) hooks.on_case_end();
@@ -334,7 +334,7 @@ FuzzReport run_fuzz_isolated(Kernel& k, const Property& p, const FuzzOptions& o,
       }
     };
     WorkerOptions wo{.isolate = true, .item_timeout = case_timeout_seconds};
-    if (k.device() == "cpu" && !p.uses_device())
+    if (stays_on_the_host(k, p))
       wo.memory_limit = o.worker_memory < 0 ? default_worker_memory() : o.worker_memory;
     const WorkerExit x = run_worker(body, on_message, wo);
     if (!aborted.empty() || !x.error.empty()) {  // a harness error (an unwritable --out): stop, keeping what was found

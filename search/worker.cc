@@ -42,11 +42,10 @@ constexpr bool kAddressSanitizer = false;
 
 // A harness allocation (not a kernel's: those fail inside the kernel's call and are its error) that failed.
 std::string out_of_memory_message() {
-  const std::int64_t limit = worker_memory_limit();
-  return limit > 0 ? fmt::format("the harness ran out of memory under the worker's limit of {:.2f} GiB (--worker-memory "
-                                 "raises it; smaller cases need less)",
-                                 static_cast<double>(limit) / (1 << 30))
-                   : std::string("the harness ran out of memory");
+  return worker_memory_limit() > 0 ? fmt::format("the harness ran out of memory under {} (--worker-memory raises it; "
+                                                 "smaller cases need less)",
+                                                 worker_memory_limit_text())
+                                   : std::string("the harness ran out of memory");
 }
 
 void limit_memory(std::int64_t bytes) {
@@ -278,12 +277,6 @@ std::int64_t default_worker_memory(int workers) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return 0;
   return static_cast<std::int64_t>(pages) * page / 4 * 3 / std::max(workers, 1);
-}
-
-std::int64_t worker_memory_limit() {
-  rlimit r{};
-  if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
-  return static_cast<std::int64_t>(r.rlim_cur);
 }
 
 std::int64_t worker_memory_bytes(double gib, int workers) {

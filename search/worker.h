@@ -50,8 +50,6 @@ struct WorkerOptions {
 // The default memory limit of each of `workers` concurrent host-kernel workers: three quarters of the machine's
 // physical memory, shared.
 std::int64_t default_worker_memory(int workers = 1);
-// The address-space limit this process runs under (0: none), as WorkerOptions::memory_limit set it.
-std::int64_t worker_memory_limit();
 // "--worker-memory": GiB as given (0 disables the limit), or the default.
 std::int64_t worker_memory_bytes(double gib, int workers = 1);
 
