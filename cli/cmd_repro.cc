@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/repro_script.h"
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/fixture.h"
+#include "core/geometry.h"
 #include "core/safetensors.h"
 #include "kernels/kernel.h"
 
@@ -56,6 +59,64 @@ std::optional<std::size_t> pick_case(const Fixture& f, const std::string& given)
       std::stoul(digits) < f.cases.size())
     return std::stoul(digits);
   return std::nullopt;
+}
+
+// Where the Python bridge imports kernels from: FLASHCHECK_PYTHONPATH (the project's own kernels first, set by
+// load_plugins), then the working directory.
+std::vector<std::string> python_search_path() {
+  std::vector<std::string> dirs;
+  const char* env = std::getenv("FLASHCHECK_PYTHONPATH");
+  std::istringstream parts(env ? env : "");
+  for (std::string d; std::getline(parts, d, ':');)
+    if (!d.empty()) dirs.push_back(d);
+  dirs.push_back(fs::current_path().string());
+  return dirs;
+}
+
+// Every sequence's keys and values in logical order (positions p0 to kv_end), one sequence after another: what the
+// script's reference reads when the kernel gets pages or a cache append.
+struct LogicalKeys {
+  HostTensor k, v;
+};
+
+LogicalKeys logical_keys(const KernelCase& c, const CaseTensors& t) {
+  const CaseGeometry g = geometry(c);
+  std::int64_t rows = 0;
+  for (const SeqGeometry& s : g.seqs) rows += s.kv_end - s.p0;
+  LogicalKeys out{HostTensor({rows, c.kv_heads, c.head_dim}, 0.0f), HostTensor({rows, c.kv_heads, c.v_head_dim}, 0.0f)};
+  const ValueSource src = logical_values(c, t);
+  std::int64_t row = 0;
+  for (std::size_t b = 0; b < g.seqs.size(); ++b)
+    for (std::int64_t pos = g.seqs[b].p0; pos < g.seqs[b].kv_end; ++pos, ++row)
+      for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+        for (std::int64_t ch = 0; ch < c.head_dim; ++ch)
+          out.k.data[static_cast<std::size_t>((row * c.kv_heads + h) * c.head_dim + ch)] =
+              src(TensorId::kK, static_cast<std::int64_t>(b), pos, h, ch);
+        for (std::int64_t ch = 0; ch < c.v_head_dim; ++ch)
+          out.v.data[static_cast<std::size_t>((row * c.kv_heads + h) * c.v_head_dim + ch)] =
+              src(TensorId::kV, static_cast<std::int64_t>(b), pos, h, ch);
+      }
+  return out;
+}
+
+// A case's tensors as the kernel gets them, under `prefix`: q, k, v, dout (backward), k_new and v_new (a cache append),
+// and with `logical` the keys in logical order for the script's reference when they are paged or appended.
+void store_case(const FixtureCase& fc, const std::string& prefix, bool logical, SafetensorsFile& st) {
+  const KernelCase& c = fc.kcase;
+  const CaseTensors t = fc.tensors ? *fc.tensors : materialize(c);
+  const auto put = [&](const char* name, const HostTensor& x) {
+    st.tensors[prefix + name] = store_floats(x.data, x.shape, c.dtype);
+  };
+  put("q", t.q);
+  put("k", t.k);
+  put("v", t.v);
+  if (c.backward()) put("dout", t.dout);
+  if (!t.k_new.empty()) put("k_new", t.k_new), put("v_new", t.v_new);
+  if (logical && (c.kv_storage == KvStorage::kPaged || c.kv_cache)) {
+    const LogicalKeys keys = logical_keys(c, t);
+    put("k_logical", keys.k);
+    put("v_logical", keys.v);
+  }
 }
 
 }  // namespace
@@ -103,27 +164,52 @@ int run_repro(const ReproOptions& o) {
   const FixtureCase& fc = f.cases[in.case_index];
   if (std::string why = repro_unsupported_case(fc.kcase, in.kernel); !why.empty())
     return refuse(fmt::format("{} case {} on {}: {}", f.path, in.case_index, in.kernel, why));
-  // A case outside the kernel's contract is `unsupported` in flashcheck, never a finding: nothing to reproduce, unless
-  // the fixture runs it there on purpose. Kernels of other builds (CUDA ones on a CPU build) are not checked here.
-  if (const Kernel* k = builtin_registry().find_registered(in.kernel)) {
-    const ContractCheck r = k->check(fc.kcase);
-    const auto e = fc.expect.find(in.kernel);
-    if (!r.supported && (e == fc.expect.end() || !e->second.run_outside_contract))
-      return refuse(fmt::format("{} case {} is outside {}'s contract ({}): flashcheck reports it unsupported", f.path,
-                                in.case_index, in.kernel, r.reason));
+  if (in.kernel.rfind("py:", 0) == 0) {
+    // Resolved in a worker, as every run resolves it (the parent never imports a kernel): its contract says where it
+    // runs and what it returns; the script embeds the adapter's source from where the bridge imports it.
+    const Kernel* k = nullptr;
+    try {
+      k = builtin_registry().find(in.kernel);
+    } catch (const InputError& e) {
+      return refuse(e.what());
+    }
+    if (!k) return refuse(fmt::format("{}: this build has no Python bridge", in.kernel));
+    try {
+      in.adapter = find_repro_adapter(in.kernel, python_search_path());
+    } catch (const std::runtime_error& e) {
+      return refuse(fmt::format("{}: {}", in.kernel, e.what()));
+    }
+    in.adapter->device = std::string(k->device());
+    in.adapter->returns_lse = k->contract().returns_lse;
   }
+  // A case outside the kernel's contract is `unsupported` in flashcheck, never a finding: nothing to reproduce, unless
+  // the fixture runs it there on purpose. Only the contract counts (a CUDA Python kernel's script is written on a
+  // machine without a GPU too); kernels of other builds (CUDA ones on a CPU build) are not checked here.
+  const Kernel* registered = builtin_registry().find_registered(in.kernel);
+  const auto runs_there = [&](const FixtureCase& c, std::string* why) {
+    if (!registered) return true;
+    const ContractCheck r = check_backward_contract(registered->contract(), c.kcase);
+    const auto e = c.expect.find(in.kernel);
+    if (why) *why = r.reason;
+    return r.supported || (e != c.expect.end() && e->second.run_outside_contract);
+  };
+  if (std::string why; !runs_there(fc, &why))
+    return refuse(fmt::format("{} case {} is outside {}'s contract ({}): flashcheck reports it unsupported", f.path,
+                              in.case_index, in.kernel, why));
+  if (in.adapter)  // the earlier cases replay runs on this kernel in the same process
+    for (std::size_t i = 0; i < in.case_index; ++i)
+      if (repro_unsupported_case(f.cases[i].kcase, in.kernel).empty() && runs_there(f.cases[i], nullptr))
+        in.prelude.push_back(i);
   const std::string template_path = find_template();
   if (template_path.empty()) return refuse("tools/repro/repro_template.py is not installed with this flashcheck");
 
   const std::string script = render_repro_script(read_input_file(template_path, 1 << 20), in);
   const std::string issue = kIssueHead + render_issue_body(in);
-  const CaseTensors t = fc.tensors ? *fc.tensors : materialize(fc.kcase);
   SafetensorsFile st;
   st.metadata["written_by"] = kTensorsMark;
-  st.tensors["q"] = store_floats(t.q.data, t.q.shape, fc.kcase.dtype);
-  st.tensors["k"] = store_floats(t.k.data, t.k.shape, fc.kcase.dtype);
-  st.tensors["v"] = store_floats(t.v.data, t.v.shape, fc.kcase.dtype);
-  if (fc.kcase.backward()) st.tensors["dout"] = store_floats(t.dout.data, t.dout.shape, fc.kcase.dtype);
+  store_case(f.cases[in.case_index], "", in.adapter.has_value(), st);
+  for (std::size_t i = 0; i < in.prelude.size(); ++i)
+    store_case(f.cases[in.prelude[i]], fmt::format("prelude{}.", i), false, st);
 
   ensure_output_dir(o.out);
   const fs::path dir(o.out);

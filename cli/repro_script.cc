@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/case_json.h"
+#include "core/files.h"
 #include "core/geometry.h"
 #include "kernels/flash_args.h"
 
@@ -18,14 +22,14 @@ using nlohmann::json;
 
 // The kernels a script is written for: what the adapter calls, where, and how it lays the case out.
 struct ReproKernel {
-  const char* name;
-  const char* device;
+  std::string name;
+  std::string device;
   bool per_sequence;  // one call per sequence on its rows and keys (leftpad and seqused_k become the keys it gets)
   bool dense;         // (B, L, H, d): one q_len and one k_len for the batch, no slack
-  const char* call;
+  std::string call;
 };
 
-constexpr ReproKernel kKernels[] = {
+const ReproKernel kKernels[] = {
     {"sdpa-math-cpu", "cpu", true, false,
      "torch.ops.aten._scaled_dot_product_attention_math (CPU), one (1, H, L, d) call per sequence"},
     {"cpu-flash", "cpu", true, false,
@@ -60,7 +64,20 @@ const ReproKernel* find_kernel(const std::string& name) {
   return nullptr;
 }
 
-const ReproKernel& kernel_of(const ReproInput& in) {
+bool is_python_kernel(const std::string& name) { return name.rfind("py:", 0) == 0; }
+
+// The template's section name of a kernel: its own name, or "py" for every Python kernel (one adapter call for all).
+std::string section_of(const std::string& kernel) { return is_python_kernel(kernel) ? "py" : kernel; }
+
+ReproKernel kernel_of(const ReproInput& in) {
+  if (is_python_kernel(in.kernel)) {
+    if (!in.adapter) throw std::logic_error("repro: a Python kernel's script needs its adapter");
+    const ReproAdapter& a = *in.adapter;
+    return {in.kernel, a.device, false, false,
+            fmt::format("{}.{} on {}: flashcheck's Python adapter, whose source is in this script (ADAPTER_SOURCES), "
+                        "called as flashcheck's Python bridge calls it",
+                        a.module, a.function, a.device)};
+  }
   const ReproKernel* k = find_kernel(in.kernel);
   if (!k) throw std::runtime_error(repro_unsupported_kernel(in.kernel));
   return *k;
@@ -77,6 +94,15 @@ Expectation expectation_of(const ReproInput& in) {
   const FixtureCase& fc = case_of(in);
   const auto it = fc.expect.find(in.kernel);
   return it == fc.expect.end() ? Expectation{} : it->second;
+}
+
+// What the script imports: torch, and the packages a Python adapter imports.
+std::string needs(const ReproInput& in) {
+  if (!in.adapter || in.adapter->packages.empty()) return "only torch";
+  std::string s = "torch";
+  for (std::size_t i = 0; i < in.adapter->packages.size(); ++i)
+    s += (i + 1 == in.adapter->packages.size() ? " and " : ", ") + in.adapter->packages[i];
+  return s;
 }
 
 // Every line of `text` as a Python comment line.
@@ -99,23 +125,33 @@ std::string repro_unsupported_kernel(const std::string& kernel) {
   if (find_kernel(kernel)) return "";
   if (kernel.rfind("tiled-cpu", 0) == 0 || kernel.rfind("mutant-", 0) == 0)
     return fmt::format("{} is flashcheck's own kernel: it has no upstream to report to", kernel);
-  if (kernel.rfind("py:", 0) == 0)
-    return fmt::format("{} runs through a Python adapter, which repro does not write as a script yet "
-                       "(FlexAttention, FlashInfer and FlashAttention-4 reproduce with `flashcheck replay`)",
-                       kernel);
+  if (is_python_kernel(kernel)) {
+    const std::string spec = kernel.substr(3);
+    const std::size_t colon = spec.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size() || spec.find(':', colon + 1) != std::string::npos)
+      return fmt::format("'{}' is not a Python kernel's name: expected py:package.module:function", kernel);
+    return "";
+  }
   std::string names;
   for (const ReproKernel& k : kKernels) names += (names.empty() ? "" : ", ") + std::string(k.name);
   return fmt::format("no reproducer is written for kernel '{}' (repro writes scripts for: {})", kernel, names);
 }
 
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel) {
+  if (std::string why = repro_unsupported_kernel(kernel); !why.empty()) return why;
+  if (c.kv_strides != KvStrides::kContiguous)
+    return fmt::format("K/V strides '{}' are not laid out by the script yet", to_string(c.kv_strides));
+  if (is_python_kernel(kernel)) {
+    // The adapter gets every layout as flashcheck's bridge passes it; the script's gradients are read per sequence
+    // from packed K/V rows.
+    if (c.backward() && (c.kv_storage == KvStorage::kPaged || c.kv_cache))
+      return "a backward over paged K/V or a KV-cache append is not laid out by the script yet";
+    return "";
+  }
   const ReproKernel* k = find_kernel(kernel);
-  if (!k) return repro_unsupported_kernel(kernel);
   if (c.kv_storage == KvStorage::kPaged) return "paged K/V (a block table) is not laid out by the script yet";
   if (c.kv_cache) return "a KV-cache append is not laid out by the script yet";
   if (c.softcap > 0) return fmt::format("{} takes no softcap", kernel);
-  if (c.kv_strides != KvStrides::kContiguous)
-    return fmt::format("K/V strides '{}' are not laid out by the script yet", to_string(c.kv_strides));
   const bool leftpad = std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.leftpad_k > 0; });
   if (leftpad && !k->per_sequence) return fmt::format("{} takes no left padding of the keys", kernel);
   if (k->dense) {
@@ -128,6 +164,144 @@ std::string repro_unsupported_case(const KernelCase& c, const std::string& kerne
   return "";
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file of module `name` ("a.b.c" -> a/b/c.py or a/b/c/__init__.py) under one of `search_path`'s folders.
+std::string module_file(const std::string& name, const std::vector<std::string>& search_path) {
+  std::string rel = name;
+  std::replace(rel.begin(), rel.end(), '.', '/');
+  for (const std::string& dir : search_path)
+    for (const fs::path& p : {fs::path(dir) / (rel + ".py"), fs::path(dir) / rel / "__init__.py"})
+      if (fs::is_regular_file(p)) return p.string();
+  return "";
+}
+
+std::string parent_of(const std::string& module) {
+  const std::size_t dot = module.rfind('.');
+  return dot == std::string::npos ? "" : module.substr(0, dot);
+}
+
+std::string top_of(const std::string& module) { return module.substr(0, module.find('.')); }
+
+// The modules `source` (module `name`) imports, as absolute names: each `from X import a, b` gives X, X.a and X.b (a
+// name after `import` may be a module or not); `base` is false for those names.
+struct Import {
+  std::string module;
+  bool base;
+};
+
+std::vector<Import> imports_of(const std::string& name, const std::string& source) {
+  static const std::regex from_import(R"(^\s*from\s+(\.*)([A-Za-z_][\w.]*)?\s+import\s+\(?([\w\s,]+))");
+  static const std::regex plain_import(R"(^\s*import\s+([A-Za-z_][\w.]*))");
+  std::vector<Import> found;
+  std::istringstream lines(source);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, from_import)) {
+      std::string base = m[2].str();
+      if (m[1].length() > 0) {  // relative: one dot is this module's package, each further dot one level up
+        std::string package = parent_of(name);
+        for (long up = m[1].length() - 1; up > 0; --up) package = parent_of(package);
+        base = package + (package.empty() || base.empty() ? "" : ".") + base;
+      }
+      found.push_back({base, true});
+      std::istringstream names(m[3].str());
+      for (std::string n; std::getline(names, n, ',');) {
+        n.erase(0, n.find_first_not_of(" \t\r\n"));
+        n = n.substr(0, n.find_first_of(" \t\r\n"));
+        if (!n.empty()) found.push_back({base + "." + n, false});
+      }
+    } else if (std::regex_search(line, m, plain_import)) {
+      found.push_back({m[1].str(), true});
+    }
+  }
+  return found;
+}
+
+// Adds module `name` and, before it, the modules it imports that are on `search_path` (depth first), each once; the
+// top-level names of imports found elsewhere (the kernel's own package, torch) go to `others`.
+void add_module(const std::string& name, const std::vector<std::string>& search_path, ReproAdapter& a,
+                std::set<std::string>& seen, std::set<std::string>& others) {
+  if (!seen.insert(name).second) return;
+  const std::string file = module_file(name, search_path);
+  if (fs::path(file).filename() == "__init__.py") return;  // a package: its modules are embedded, not its __init__
+  const std::string source = read_input_file(file, 1 << 20);
+  if (source.find("'''") != std::string::npos || (!source.empty() && source.back() == '\\'))
+    throw std::runtime_error(fmt::format("{} cannot be embedded: the script holds it in a raw ''' string", file));
+  for (const Import& i : imports_of(name, source)) {
+    if (!module_file(i.module, search_path).empty()) add_module(i.module, search_path, a, seen, others);
+    else if (i.base) others.insert(top_of(i.module));
+  }
+  a.sources.emplace_back(name, source);
+}
+
+}  // namespace
+
+ReproAdapter find_repro_adapter(const std::string& kernel, const std::vector<std::string>& search_path) {
+  if (std::string why = repro_unsupported_kernel(kernel); !why.empty() || !is_python_kernel(kernel))
+    throw std::runtime_error(why.empty() ? kernel + " is not a Python kernel" : why);
+  const std::string spec = kernel.substr(3);
+  ReproAdapter a;
+  a.module = spec.substr(0, spec.find(':'));
+  a.function = spec.substr(spec.find(':') + 1);
+  if (module_file(a.module, search_path).empty()) {
+    std::string where;
+    for (const std::string& d : search_path) where += (where.empty() ? "" : ", ") + d;
+    throw std::runtime_error(fmt::format("the module {} is not found under {}", a.module, where));
+  }
+  std::set<std::string> seen, others;
+  add_module(a.module, search_path, a, seen, others);
+  // Third-party packages, whose versions the script's environment section prints: the standard library's modules
+  // the adapters use and torch (always printed) are left out.
+  static const std::set<std::string> known = {
+      "__future__", "abc",     "argparse", "collections", "contextlib", "copy",      "dataclasses", "enum",
+      "functools",  "glob",    "importlib", "inspect",    "itertools",  "json",      "logging",     "math",
+      "os",         "pathlib", "random",   "re",          "shutil",     "struct",    "subprocess",  "sys",
+      "tempfile",   "threading", "time",   "torch",       "traceback",  "types",     "typing",      "warnings",
+      "weakref"};
+  for (const std::string& o : others)
+    if (!o.empty() && !known.count(o)) a.packages.push_back(o);
+  return a;
+}
+
+namespace {
+
+// What one call of a kernel needs to know about a case: its shapes, dtype and scale, and flash-attn's arguments.
+json call_fields(const KernelCase& c) {
+  const CaseGeometry g = geometry(c);
+  const FlashArgs a = flash_args(c);
+  return {{"dtype", to_string(c.dtype)},
+          {"heads", c.heads},
+          {"kv_heads", c.kv_heads},
+          {"head_dim", c.head_dim},
+          {"v_head_dim", c.v_head_dim},
+          {"scale", c.softmax_scale()},
+          {"total_q", g.total_q},
+          {"q_rows", g.q_rows},
+          {"flash_args",
+           {{"batch", a.batch},
+            {"cu_seqlens_q", a.cu_seqlens_q},
+            {"cu_seqlens_k", a.cu_seqlens_k},
+            {"seqused_k", a.seqused_k},
+            {"leftpad_k", a.leftpad_k},
+            {"cache_seqlens", a.cache_seqlens},
+            {"cu_seqlens_k_new", a.cu_seqlens_k_new},
+            {"block_table", a.block_table},
+            {"max_blocks", a.max_blocks},
+            {"page_size", a.page_size},
+            {"max_seqlen_q", a.max_seqlen_q},
+            {"max_seqlen_k", a.max_seqlen_k},
+            {"softcap", a.softcap},
+            {"causal", a.is_causal},
+            {"top_left", c.alignment == Alignment::kTopLeft},
+            {"window_left", a.window_left},
+            {"window_right", a.window_right}}}};
+}
+
+}  // namespace
+
 std::string repro_spec_json(const ReproInput& in) {
   const ReproKernel& k = kernel_of(in);
   const FixtureCase& fc = case_of(in);
@@ -135,11 +309,25 @@ std::string repro_spec_json(const ReproInput& in) {
   const CaseGeometry g = geometry(c);
   const MaskRule m = mask_rule(c);
   const Expectation e = expectation_of(in);
+  // A Python adapter gets the whole layout (pages, a cache append); the script's reference reads each sequence's keys
+  // in logical order from k_logical / v_logical (written beside q, k, v) instead of from the kernel's storage.
+  const bool logical_kv = in.adapter && (c.kv_storage == KvStorage::kPaged || c.kv_cache);
   json seqs = json::array();
-  for (const SeqGeometry& s : g.seqs)
+  std::int64_t logical_start = 0;
+  for (const SeqGeometry& s : g.seqs) {
     seqs.push_back({{"q_start", s.q_start}, {"lq", s.lq}, {"k_start", s.k_start}, {"k_alloc", s.k_alloc},
-                    {"p0", s.p0}, {"kv_end", s.kv_end}});
-  const FlashArgs a = flash_args(c);
+                    {"p0", s.p0}, {"kv_end", s.kv_end}, {"logical_start", logical_start}});
+    logical_start += s.kv_end - s.p0;
+  }
+  json packages = json::array(), prelude = json::array();
+  if (in.adapter)
+    for (const std::string& p : in.adapter->packages) packages.push_back(p);
+  for (std::size_t i : in.prelude) {
+    json call = call_fields(in.fixture->cases.at(i).kcase);
+    const std::string name = in.fixture->cases[i].kcase.name;
+    call["case"] = name.empty() ? fmt::format("#{}", i) : name;
+    prelude.push_back(std::move(call));
+  }
   json spec = {
       {"title", in.fixture->title},
       {"fixture", in.fixture->path},
@@ -151,30 +339,21 @@ std::string repro_spec_json(const ReproInput& in) {
       {"expected", {{"verdict", to_string(e.verdict)}, {"reason_contains", e.reason_contains}, {"why", e.why}}},
       {"summary", summary(c)},
       {"device", k.device},
-      {"packages", json::array()},
+      {"packages", packages},
       {"tensors", in.tensors_file},
-      {"dtype", to_string(c.dtype)},
-      {"heads", c.heads},
-      {"kv_heads", c.kv_heads},
-      {"head_dim", c.head_dim},
-      {"v_head_dim", c.v_head_dim},
       {"causal", c.causal},
       {"alignment", to_string(c.alignment)},
       {"mask_left", m.left},
       {"mask_right", m.right},
-      {"scale", c.softmax_scale()},
       {"backward", c.backward()},
-      {"total_q", g.total_q},
+      {"logical_kv", logical_kv},
       {"seqs", seqs},
-      {"flash_args",
-       {{"cu_seqlens_q", a.cu_seqlens_q},
-        {"cu_seqlens_k", a.cu_seqlens_k},
-        {"seqused_k", a.seqused_k},
-        {"max_seqlen_q", a.max_seqlen_q},
-        {"max_seqlen_k", a.max_seqlen_k},
-        {"window_left", a.window_left},
-        {"window_right", a.window_right}}},
+      {"prelude", prelude},
   };
+  spec.update(call_fields(c));
+  if (in.adapter)
+    spec["adapter"] = {{"module", in.adapter->module}, {"function", in.adapter->function},
+                       {"returns_lse", in.adapter->returns_lse}};
   return spec.dump(1);
 }
 
@@ -182,6 +361,7 @@ std::string render_repro_script(const std::string& template_text, const ReproInp
   (void)kernel_of(in);
   if (template_text.find("@@SPEC@@") == std::string::npos || template_text.find("@@HEADER@@") == std::string::npos)
     throw std::runtime_error("the repro template lacks its @@SPEC@@ or @@HEADER@@ marker");
+  const std::string section = section_of(in.kernel);
   // Sections: "# >>> kernel kernel ..." to "# <<<"; kept (without the markers) when they list this kernel.
   std::string out;
   std::istringstream lines(template_text);
@@ -192,7 +372,7 @@ std::string render_repro_script(const std::string& template_text, const ReproInp
       in_section = true;
       std::istringstream names(line.substr(6));
       keep = false;
-      for (std::string n; names >> n;) keep = keep || n == in.kernel;
+      for (std::string n; names >> n;) keep = keep || n == section;
       continue;
     }
     if (line.rfind("# <<<", 0) == 0) {
@@ -215,6 +395,15 @@ std::string render_repro_script(const std::string& template_text, const ReproInp
   const std::string spec = repro_spec_json(in);
   if (spec.find("'''") != std::string::npos) throw std::runtime_error("the case's description contains '''");
   out.replace(out.find("@@SPEC@@"), 8, spec);
+  if (in.adapter) {  // the adapter's modules as raw strings, dependencies first
+    const std::string marker = "@@ADAPTER@@\n";
+    const std::size_t at = out.find(marker);
+    if (at == std::string::npos) throw std::runtime_error("the repro template lacks its @@ADAPTER@@ marker");
+    std::string modules;
+    for (const auto& [name, source] : in.adapter->sources)
+      modules += fmt::format("    \"{}\": r'''{}''',\n", name, source);
+    out.replace(at, marker.size(), modules);
+  }
   return out;
 }
 
@@ -232,11 +421,14 @@ std::string render_issue_body(const ReproInput& in) {
   s += fmt::format("## Minimal case\n\n`{}`{}\n\n```json\n{}\n```\n\n", summary(fc.kcase),
                    fc.note.empty() ? "" : ": " + fc.note, case_to_json(fc.kcase).dump(1));
   s += "The inputs are in `case.safetensors` (q, k, v as the kernel receives them: packed rows (tokens, heads, dim), "
-       "sequences by cu_seqlens; dout for a backward case). Values are exact in the case's dtype.\n\n";
+       "sequences by cu_seqlens, or pages (pages, page size, heads, dim) with a block table; k_new and v_new for a "
+       "cache append; k_logical and v_logical, each sequence's keys in order, for the reference when the keys are "
+       "paged or appended; dout for a backward case). Values are exact in the case's dtype.\n\n";
   s += "## Reproduce\n\n```sh\npython3 repro.py             # exit 1: the bug reproduces; 0: it does not\n"
-       "python3 repro.py --markdown  # the environment and the observed values, for this issue\n```\n\n"
-       "The script needs only torch. It calls the kernel as flashcheck's adapter does and compares it with an fp64 "
-       "reference written in torch in the script.\n\n";
+       "python3 repro.py --markdown  # the environment and the observed values, for this issue\n```\n\n";
+  s += fmt::format("The script needs {}. It calls the kernel as flashcheck's adapter does{} and compares it with an fp64 "
+                   "reference written in torch in the script.\n\n",
+                   needs(in), in.adapter ? " (the adapter's source is in the script)" : "");
   s += fmt::format(
       "## Expected vs actual\n\nExpected: every output (and LSE{}) within flash-attention's test rule of the fp64 "
       "reference: `max|kernel - ref64| <= 2 * max|baseline - ref64| + 1e-6 * max|ref64|`, where the baseline is the "

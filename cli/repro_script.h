@@ -2,24 +2,41 @@
 // Python script (torch and the kernel's own package only) that calls the kernel as flashcheck's adapter does, checks it
 // against an fp64 reference under flash-attention's test rule and exits 1 when the bug reproduces; the case's tensors in
 // a safetensors file beside it; and an issue body in Markdown. The script is tools/repro/repro_template.py with the
-// sections of other kernels left out and the case's description filled in.
+// sections of other kernels left out and the case's description (and a Python kernel's adapter) filled in.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fixture.h"
 
 namespace flashcheck::cli {
 
-// Why `kernel` cannot get a reproducer ("" when it can): flashcheck's own kernels have no upstream, and the Python
-// adapters' kernels (py:...) and plugins are not written as scripts yet.
+// Why `kernel` cannot get a reproducer ("" when it can): flashcheck's own kernels have no upstream, and plugins (.so)
+// are not written as scripts. A Python kernel (py:package.module:function) is: its adapter's source goes into it.
 std::string repro_unsupported_kernel(const std::string& kernel);
-// Why this case cannot be written for `kernel` ("" when it can): layouts the script does not lay out (paged K/V, a
-// KV-cache append, non-contiguous K/V strides), or a dense kernel given sequences of different lengths.
+// Why this case cannot be written for `kernel` ("" when it can): layouts the script does not lay out for that kernel
+// (paged K/V and a KV-cache append outside the Python adapters, non-contiguous K/V strides, a backward over pages or a
+// cache), or a dense kernel given sequences of different lengths.
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel);
 // The kernels a script can be written for, for messages and --help.
 std::vector<std::string> repro_kernels();
+
+// A Python kernel's adapter as the script embeds it: its module and the modules it imports that the bridge finds on
+// FLASHCHECK_PYTHONPATH, in the order they must run (dependencies first), and what its contract says the script needs.
+struct ReproAdapter {
+  std::string module, function;  // py:MODULE:FUNCTION
+  std::string device;            // the contract's: "cpu" or "cuda"
+  bool returns_lse = false;
+  std::vector<std::pair<std::string, std::string>> sources;  // (module name, source text)
+  std::vector<std::string> packages;  // packages imported from elsewhere (the kernel's own), whose versions it prints
+};
+
+// The adapter of py:MODULE:FUNCTION with its sources found under `search_path` (FLASHCHECK_PYTHONPATH's folders);
+// throws std::runtime_error naming the module that is not found or cannot be embedded.
+ReproAdapter find_repro_adapter(const std::string& kernel, const std::vector<std::string>& search_path);
 
 struct ReproInput {
   const Fixture* fixture = nullptr;
@@ -27,6 +44,10 @@ struct ReproInput {
   std::string kernel;
   std::string tensors_file = "case.safetensors";  // the name the script loads, beside it
   std::string generated_by;                       // "flashcheck 0.1.0 (commit ...)"
+  std::optional<ReproAdapter> adapter;            // a Python kernel's (set for py:... kernels)
+  // Earlier cases of the fixture the script runs first, forward and unjudged, with their tensors in the same file under
+  // "preludeI." (a Python kernel: replay runs a fixture's cases in one process, and state can carry over).
+  std::vector<std::size_t> prelude;
 };
 
 // The case description the script reads (its SPEC), as JSON text.

@@ -4,6 +4,7 @@
 # with GQA, both causal alignments, windows, softcap, varlen, seqused_k and left padding pass on both CPU kernels (the
 # script's reference and masks agree with the kernels'); a planted defect in a script's kernel call (scale x 1.01) is
 # caught; a crash of the kernel call is a reproduction; refusals name their reason; a user's file is never replaced.
+# Python kernels: cli/repro_python_test.sh.
 # Usage: repro_test.sh FLASHCHECK PYTHON WORKDIR
 set -uo pipefail
 fc=$1 py=$2 work=$3
@@ -72,8 +73,9 @@ expect_refusal() {
   [ $? = 2 ] && grep -q -- "$pattern" "$work/refused.log" || fail "repro $*: wanted exit 2 and '$pattern': $(cat "$work/refused.log")"
 }
 expect_refusal "tiled-cpu is flashcheck's own kernel" "$found" --kernel tiled-cpu --out "$work/x"
-expect_refusal "runs through a Python adapter" fixtures/found/flex-attention-nan-in-masked-keys.json \
-  --kernel py:flashcheck_kernels.flex_attention:attention --out "$work/x"
+expect_refusal "is not a Python kernel's name" "$found" --kernel py:nomodule --out "$work/x"
+expect_refusal "No module named 'no_such_module'" "$found" --kernel py:no_such_module:attention \
+  --case 0 --out "$work/x"
 expect_refusal "has only model-level cases" fixtures/issues/hf-F1-decode-position-ids.json --out "$work/x"
 expect_refusal "no case named or numbered 'nope'" "$found" --case nope --out "$work/x"
 expect_refusal "no-such.json" "$work/no-such.json" --out "$work/x"
@@ -93,4 +95,4 @@ grep -q "my notes" "$work/user/ISSUE.md" || fail "the user's ISSUE.md was replac
 "$fc" repro "$found" --out "$work/user" --force > /dev/null 2>&1 && grep -q "written by flashcheck repro" "$work/user/ISSUE.md" ||
   fail "--force did not replace it"
 "$fc" repro "$found" --out "$work/found" > /dev/null 2>&1 || fail "repro over its own files"
-echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 11 refusals)"
+echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 12 refusals)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Tuple
@@ -69,14 +70,21 @@ def check_case(fn, case: dict, property: Optional[str] = None, out=None, timeout
     with the verdict line, the case's fixture file and the replay command when it fails, Unsupported when the case
     is outside the kernel's contract, CheckError when it cannot run."""
     __tracebackhide__ = True
+    # Without `out`, a folder of its own that is kept only for a failure (its message names the fixture in it).
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="flashcheck-case-"))
     folder.mkdir(parents=True, exist_ok=True)
+    keep = out is not None
     spec, extra = kernel_spec(fn, folder=folder / "kernels")
     prop = property or ("grad-conformance" if "dout" in case else "conformance")
     fixture = folder / f"{case.get('name', 'case')}.json"
     fixture.write_text(json.dumps({"schema": "flashcheck.fixture/1", "property": prop, "cases": [case]}, indent=1))
-    done = _engine.run(["replay", fixture, "--kernel", spec, "--json", "--verbose", "--timeout", timeout],
-                       extra_paths=extra)
+    try:
+        done = _engine.run(["replay", fixture, "--kernel", spec, "--json", "--verbose", "--timeout", timeout],
+                           extra_paths=extra)
+        keep = keep or done.returncode != 0
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     if done.returncode not in (0, 1):
         raise CheckError(f"flashcheck replay {fixture} exited {done.returncode}: {done.stderr.strip()}")
     records = json.loads(done.stdout)["records"]

@@ -1,6 +1,7 @@
 """The pytest plugin, run as users run it (pytest in a subprocess, the plugin loaded from the installed package's
 entry point): the flashcheck fixture with its options, and fixture files collected as tests."""
 import json
+import re
 from pathlib import Path
 
 KERNELS = (Path(__file__).parent / "attention_kernels.py").read_text()
@@ -66,7 +67,10 @@ def test_committed_fixtures_run_on_engine_kernels_and_catch_a_mutant(pytester):
     assert "reproduce: flashcheck replay" in out
 
 
-def test_the_flash_attn_grid_judges_cases_and_skips_what_the_contract_excludes(pytester):
+def test_the_flash_attn_grid_judges_cases_and_skips_what_the_contract_excludes(pytester, monkeypatch, tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))  # where check_case makes a case's folder
     pytester.makepyfile(attention_kernels=KERNELS)
     pytester.makepyfile(test_grid="""
         import pytest
@@ -90,6 +94,11 @@ def test_the_flash_attn_grid_judges_cases_and_skips_what_the_contract_excludes(p
     result.assert_outcomes(passed=3, failed=1, skipped=4)
     out = result.stdout.str()
     assert "test_broken[L113x203-d59-gqa-bf16-causal]" in out and "unsupported:" in out
+    # Only the failure keeps its folder, with the fixture its message names for replay.
+    kept = sorted(tmp.glob("flashcheck-case-*"))
+    assert len(kept) == 1, kept
+    named = re.search(r"fixture: (\S+\.json)", out).group(1)
+    assert Path(named).is_file() and Path(named).parent == kept[0], (named, kept)
 
 
 def test_model_case_fixtures_give_one_test_per_profile_and_kernel(pytester):

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 DTYPE = DTYPES[SPEC["dtype"]]
 SCALE = SPEC["scale"]
+SOFTCAP = SPEC["flash_args"]["softcap"]
 LEFT, RIGHT = SPEC["mask_left"], SPEC["mask_right"]  # the window with causal folded in (right 0); -1: unbounded
 
 
@@ -109,6 +110,8 @@ def attention_ref(q, k, v, upcast):
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)
     s = torch.einsum("ihd,jhd->hij", q * SCALE, k) if not upcast else torch.einsum("ihd,jhd->hij", q, k) * SCALE
+    if SOFTCAP > 0:  # flash-attention's attention_ref: scores / softcap, tanh, * softcap
+        s = torch.tanh(s / SOFTCAP) * SOFTCAP
     ok = visible(q.shape[0], k.shape[0], q.device)
     s = s.masked_fill(~ok, float("-inf"))
     lse = torch.logsumexp(s.double() if upcast else s.float(), dim=-1)  # (H, lq)
@@ -137,6 +140,9 @@ def sequences(t, dev):
         q0, k0 = s["q_start"], s["k_start"]
         seq = {"q": t["q"][q0:q0 + s["lq"]].to(dev), "k": t["k"][k0 + s["p0"]:k0 + s["kv_end"]].to(dev),
                "v": t["v"][k0 + s["p0"]:k0 + s["kv_end"]].to(dev)}
+        if SPEC["logical_kv"]:  # paged or appended keys: the sequence's keys in order, written beside them
+            l0, lk = s["logical_start"], s["kv_end"] - s["p0"]
+            seq["k"], seq["v"] = t["k_logical"][l0:l0 + lk].to(dev), t["v_logical"][l0:l0 + lk].to(dev)
         if SPEC["backward"]:
             seq["dout"] = t["dout"][q0:q0 + s["lq"]].to(dev)
         out.append(seq)
@@ -214,7 +220,7 @@ def run_kernel(t, dev):
     return results
 # <<<
 
-# >>> flash-fwd-varlen flash-fwd-dense flash-fwd-varlen-deterministic flash-fwd-dense-deterministic efficient-fwd-varlen efficient-fwd-dense cudnn-fwd
+# >>> flash-fwd-varlen flash-fwd-dense flash-fwd-varlen-deterministic flash-fwd-dense-deterministic efficient-fwd-varlen efficient-fwd-dense cudnn-fwd py
 def per_sequence(rows, lse_rows):
     """Packed (rows, H, ...) results and (rows, H) LSE -> one entry per sequence."""
     return [{"out": rows[s["q_start"]:s["q_start"] + s["lq"]],
@@ -364,6 +370,146 @@ def run_kernel(t, dev):
                       sum_groups(dk.transpose(1, 2).reshape(-1, H, d), Hk),
                       sum_groups(dv_.transpose(1, 2).reshape(-1, H, dv), Hk))
     return results
+# <<<
+
+
+# >>> py
+# The adapter flashcheck runs this kernel through: its module and the modules it imports from its own package, as
+# they were when this script was written. They are loaded under their own names, so the adapter runs unchanged.
+ADAPTER_SOURCES = {
+@@ADAPTER@@
+}
+
+
+def load_adapter():
+    """The adapter's function, from ADAPTER_SOURCES (dependencies first)."""
+    import types
+    for name, source in ADAPTER_SOURCES.items():
+        parts = name.split(".")
+        for i in range(1, len(parts)):  # the packages above it: empty namespaces, so that relative imports resolve
+            package = ".".join(parts[:i])
+            if package not in sys.modules or not hasattr(sys.modules[package], "__path__"):
+                sys.modules[package] = types.ModuleType(package)
+                sys.modules[package].__path__ = []
+        module = types.ModuleType(name)
+        module.__package__ = ".".join(parts[:-1])
+        module.__file__ = "<%s, in %s>" % (name, os.path.basename(__file__))
+        sys.modules[name] = module
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return getattr(sys.modules[SPEC["adapter"]["module"]], SPEC["adapter"]["function"])
+
+
+def guarded(guards, name, shape, dtype, dev):
+    """A NaN-filled tensor inside margins (a row and 64 elements on each side) holding a canary bit pattern, as
+    flashcheck's bridge hands the kernel its outputs: a write past either end lands in a margin (check_guards)."""
+    n = math.prod(shape)
+    row = n // max(shape[0], 1) if len(shape) > 1 else 1
+    two = torch.empty((), dtype=dtype).element_size() == 2
+    pattern, margin = (0x7DAD if two else 0x7FADBEEF), row + 64
+    whole = torch.full((n + 2 * margin,), pattern, dtype=torch.int16 if two else torch.int32, device=dev)
+    inner = whole.narrow(0, margin, n).view(dtype).view(shape)
+    inner.fill_(float("nan"))
+    guards.append((name, whole, margin, n, pattern))
+    return inner
+
+
+def check_guards(guards, dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    damage = []
+    for name, whole, margin, n, pattern in guards:
+        before = int(whole[:margin].ne(pattern).sum())
+        after = int(whole[margin + n:].ne(pattern).sum())
+        if before or after:
+            damage.append("%s: %d of %d canary elements before it and %d of %d after it" % (name, before, margin,
+                                                                                             after, margin))
+    if damage:
+        raise RuntimeError("the kernel wrote outside the buffers it was given (out-of-bounds writes): " +
+                           "; ".join(damage))
+
+
+def bridge_args(spec, t, dev):
+    """The namespace flashcheck's Python bridge passes as `args`: int32 index tensors (None where the case has none)
+    and the scalars."""
+    import types
+    a = spec["flash_args"]
+    B = a["batch"]
+
+    def ints(values, shape):
+        return torch.tensor(values, dtype=torch.int32, device=dev).view(shape) if values else None
+
+    return types.SimpleNamespace(
+        k_new=t["k_new"].to(dev) if "k_new" in t else None, v_new=t["v_new"].to(dev) if "v_new" in t else None,
+        cu_seqlens_q=ints(a["cu_seqlens_q"], (B + 1,)), cu_seqlens_k=ints(a["cu_seqlens_k"], (B + 1,)),
+        seqused_k=ints(a["seqused_k"], (B,)), leftpad_k=ints(a["leftpad_k"], (B,)),
+        cache_seqlens=ints(a["cache_seqlens"], (B,)), cu_seqlens_k_new=ints(a["cu_seqlens_k_new"], (B + 1,)),
+        block_table=ints(a["block_table"], (B, a["max_blocks"])), batch=B, max_seqlen_q=a["max_seqlen_q"],
+        max_seqlen_k=a["max_seqlen_k"], page_size=a["page_size"], softmax_scale=spec["scale"], softcap=a["softcap"],
+        causal=a["causal"], top_left=a["top_left"], window_left=a["window_left"], window_right=a["window_right"])
+
+
+def forward_call(fn, spec, t, dev):
+    """fn(q, k, v, out, lse, args) writes out (total_q, H, dv) and lse (total_q, H) in place, as the bridge calls it."""
+    dtype, H, dv = DTYPES[spec["dtype"]], spec["heads"], spec["v_head_dim"]
+    q, k, v = t["q"].to(dev), t["k"].to(dev), t["v"].to(dev)
+    args = bridge_args(spec, t, dev)
+    guards = []
+    out = guarded(guards, "out", (spec["total_q"], H, dv), dtype, dev)
+    lse = guarded(guards, "lse", (spec["total_q"], H), torch.float32, dev) if SPEC["adapter"]["returns_lse"] else None
+    fn(q, k, v, out, lse, args)
+    check_guards(guards, dev)
+    return q, k, v, args, out, lse
+
+
+def run_prelude(fn, t, dev):
+    """The fixture's earlier cases, forward, unjudged: flashcheck replays a fixture's cases in order in one process,
+    and an adapter (or the library under it) may keep state from one call to the next."""
+    for i, spec in enumerate(SPEC["prelude"]):
+        prefix = "prelude%d." % i
+        try:
+            forward_call(fn, spec, {n[len(prefix):]: x for n, x in t.items() if n.startswith(prefix)}, dev)
+            print("  ran earlier case %s of the fixture first" % spec["case"])
+        except Exception as e:  # noqa: BLE001 - an earlier case's failure is not this case's verdict
+            print("  ran earlier case %s of the fixture first: it raised %s" % (spec["case"], type(e).__name__))
+
+
+def run_kernel(t, dev):
+    """The forward as the bridge calls it; a backward case then takes the gradients as the bridge does: through
+    autograd of the forward (fn.backward == "autograd"), or from fn.backward(dout, q, k, v, out, lse, dq, dk, dv,
+    args) writing them."""
+    fn = load_adapter()
+    run_prelude(fn, t, dev)
+    q, k, v, args, out, lse = forward_call(fn, SPEC, t, dev)
+    results = per_sequence(out, lse)
+    if not SPEC["backward"]:
+        return results
+    backward = getattr(fn, "backward", None)
+    if backward is None:
+        raise RuntimeError("%s has no backward (no `backward` attribute)" % SPEC["kernel"])
+    H, dv = SPEC["heads"], SPEC["v_head_dim"]
+    dout = t["dout"].to(dev)
+    if backward == "autograd":
+        leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
+        o = torch.zeros(SPEC["q_rows"], H, dv, dtype=DTYPE, device=dev)
+        l = torch.zeros(SPEC["q_rows"], H, dtype=torch.float32, device=dev) if lse is not None else None
+        with torch.enable_grad():
+            fn(*leaves, o, l, args)
+            grads = (torch.autograd.grad(o, leaves, dout, allow_unused=True) if o.requires_grad
+                     else (None, None, None))
+        dq, dk, dv_ = (torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads))
+    else:
+        # The forward's out and LSE over every Q row (rows past the sequences' stay NaN), NaN-filled gradients.
+        o = torch.full((SPEC["q_rows"], H, dv), float("nan"), dtype=DTYPE, device=dev)
+        o[:SPEC["total_q"]] = out
+        l = None
+        if lse is not None:
+            l = torch.full((SPEC["q_rows"], H), float("nan"), dtype=torch.float32, device=dev)
+            l[:SPEC["total_q"]] = lse
+        guards = []
+        dq, dk, dv_ = (guarded(guards, n, tuple(x.shape), DTYPE, dev) for n, x in (("dq", q), ("dk", k), ("dv", v)))
+        backward(dout, q, k, v, o, l, dq, dk, dv_, args)
+        check_guards(guards, dev)
+    return add_gradients(results, dq, dk, dv_)
 # <<<
 
 
