@@ -36,8 +36,9 @@
 #   python (not in the default): the Python package pip-installed with the CUDA engine, its pytest suite, and
 #   flashcheck.check and the reference on CUDA kernels and tensors (ci/gpu_python_check.py); GPU_PYTHON_PYTEST=0 skips
 #   the pytest suite (the CPU CI runs it too)
-#   repro (not in the default): `flashcheck repro` scripts of every fixtures/found/ finding on a CUDA kernel, run with
-#   this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict line)
+#   repro (not in the default): `flashcheck repro` scripts of every fixtures/found/ finding on a CUDA kernel or a
+#   Python kernel, run with this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict
+#   line); the Python kernels' packages come from FLASHCHECK_WHEEL_DIR
 #   false-alarms-cuda (not in the default): every CUDA kernel under every property (forward, gradient, integration and
 #   integration-sdpa), and the forward properties at volume, two campaigns sharing the GPU for GPU_FA_SECONDS (default
 #   480) with a fresh seed (GPU_FA_SEED, default the time); GPU_FA_DIR keeps them for a later call to resume (issue 29,
@@ -554,12 +555,20 @@ fi
 
 if has repro; then
   # Upstream-ready reproducers (issue 29): every committed fixtures/found/ finding of a CUDA kernel that repro writes
-  # scripts for, as a standalone script (flashcheck repro), run with this node's torch: exit 1 is "reproduced".
+  # scripts for, as a standalone script (flashcheck repro), run with this node's torch: exit 1 is "reproduced". The
+  # Python kernels a finding records a failure of (FlexAttention, FlashInfer, FlashAttention-4) are among them: their
+  # scripts embed the adapter and need the kernel's package (FLASHCHECK_WHEEL_DIR), else they exit 2.
   mkdir -p "$out/repro"
   reproduced=0 total=0
   for f in fixtures/found/*.json; do
-    for k in "${cuda_kernels[@]}"; do
-      name=$(basename "$f" .json)-$k
+    read -r -a py_kernels < <(python3 -c '
+import json, sys
+f = json.load(open(sys.argv[1]))
+bad = {"fail", "error", "crash", "timeout"}
+print(" ".join(sorted({k for c in f.get("cases", []) for k, e in c.get("expect", {}).items()
+                       if k.startswith("py:") and e.get("verdict") in bad})))' "$f")
+    for k in "${cuda_kernels[@]}" "${py_kernels[@]}"; do
+      name=$(basename "$f" .json)-${k//[:.]/-}
       fc repro "$f" --kernel "$k" --out "$out/repro/$name" > "$out/repro/$name.gen.log" 2>&1 || continue
       total=$((total + 1))
       timeout 300 python3 "$out/repro/$name/repro.py" > "$out/repro/$name.log" 2>&1; rc=$?
@@ -567,7 +576,7 @@ if has repro; then
       row "repro $name" "exit $rc: $(tail -1 "$out/repro/$name.log" | cut -c1-150)"
     done
   done
-  row "repro scripts (fixtures/found, CUDA)" "$reproduced of $total reproduce (exit 1)"
+  row "repro scripts (fixtures/found, CUDA and Python kernels)" "$reproduced of $total reproduce (exit 1)"
 fi
 
 # Everything in one file: the device tool brings back a handful of files only.

@@ -4,7 +4,8 @@
 # reference kernel forward and backward, and its broken twins caught; paged K/V through the FlexAttention adapter, with
 # a planted page swap caught; a KV-cache append (cli/testdata/repro_kernels.py) with a broken twin and a planted
 # out-of-bounds write caught; state kept between calls reproduced by running the fixture's earlier cases first. The
-# committed findings of CUDA Python kernels get their scripts, which exit 2 without a GPU.
+# committed findings of CUDA Python kernels get their scripts, which exit 2 without a GPU, as a script whose kernel's
+# package is missing does.
 # Usage: repro_python_test.sh FLASHCHECK PYTHON WORKDIR
 set -uo pipefail
 fc=$1 py=$2 work=$3
@@ -81,6 +82,9 @@ PY
 py_case py-state-first py:repro_kernels:stale_scale "$work/py-state.json" first 0 "^not reproduced"
 py_case py-state py:repro_kernels:stale_scale "$work/py-state.json" second 1 "ran earlier case first of the fixture first"
 grep -q "^REPRODUCED" "$work/py-state.out" || fail "the stateful case: $(cat "$work/py-state.out")"
+# A kernel whose own package this machine lacks: the script says so and exits 2 (it cannot run the case here), not 1.
+py_case py-no-package py:repro_needs_package:attention "$work/py-fwd.json" 0 2 \
+  "needs the package flashcheck_no_such_attention_package"
 # The committed findings of CUDA Python kernels get their scripts here (ci/gpu.sh's repro stage runs them on a GPU);
 # without a GPU the script says so and exits 2. The issue body names the kernel's own package.
 for f in fixtures/found/flashinfer-fa3-empty-tile-lse-overrun.json fixtures/found/fa4-sm90-nan-past-seqused-k.json \
@@ -93,4 +97,4 @@ done
 grep -q "The script needs torch and flashinfer" "$work/flashinfer-fa3-empty-tile-lse-overrun/ISSUE.md" || fail "flashinfer's ISSUE.md"
 grep -q '"case": "#0"' "$work/flashinfer-ragged-wrapper-stale-custom-mask/repro.py" ||
   fail "the stale-mask finding's script does not run the fixture's first case first"
-echo "repro (Python kernels): ok (9 scripts run on the CPU, 3 plants caught, 4 CUDA findings written)"
+echo "repro (Python kernels): ok (10 scripts run on the CPU, 3 plants caught, 4 CUDA findings written)"

@@ -25,7 +25,11 @@ import struct
 import subprocess
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    print("this script needs torch, which this Python (%s) cannot import" % sys.executable)
+    sys.exit(2)
 
 SPEC = json.loads(r'''@@SPEC@@''')
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,12 +82,17 @@ def environment():
 
 
 def device():
-    if SPEC["device"] == "cuda":
-        if not torch.cuda.is_available():
-            print("this case needs a CUDA device (the kernel %s runs on one); none is available" % SPEC["kernel"])
+    """Where the case runs; exits 2 when this machine cannot run it (no CUDA device, the kernel's package missing)."""
+    import importlib.util
+    if SPEC["device"] == "cuda" and not torch.cuda.is_available():
+        print("this case needs a CUDA device (the kernel %s runs on one); none is available" % SPEC["kernel"])
+        sys.exit(2)
+    for package in SPEC["packages"]:
+        if importlib.util.find_spec(package) is None:
+            print("this case needs the package %s (the kernel %s imports it), which this Python cannot import"
+                  % (package, SPEC["kernel"]))
             sys.exit(2)
-        return torch.device("cuda")
-    return torch.device("cpu")
+    return torch.device(SPEC["device"])
 
 
 # ---- the fp64 reference and the dtype baseline -------------------------------------------------------------------
