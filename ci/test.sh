@@ -82,6 +82,11 @@ hf_live_backward() {
     --transformers 4.53.0..5.17.0 --releases 4.53.3,4.55.0,4.55.2 --out build/hf-bisect > build/hf-bisect.txt 2>&1 &&
     grep -q "^first bad: 4.55.0 (after 4.53.3, good); first fixed: 4.55.2 (after 4.55.0, bad)" build/hf-bisect.txt ||
     { echo "bisect did not find #39814's releases"; cat build/hf-bisect.txt; return 1; }
+  # The same case as a standalone script for transformers' maintainers (flashcheck repro): it reproduces on 4.55.0
+  # and not on 4.55.2.
+  bash cli/repro_model_test.sh build/cpu/cli/flashcheck build/repro-model > build/repro-model.txt 2>&1 ||
+    { cat build/repro-model.txt; return 1; }
+  tail -1 build/repro-model.txt
 }
 step "hf-live backward" hf_live_backward
 # Campaign templates: the Kubernetes Indexed Job (schemas of Kubernetes 1.33, offline), then a 4-task SLURM job

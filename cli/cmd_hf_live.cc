@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/export_cases.h"
+#include "cli/project_files.h"
 #include "cli/python_worker.h"
 #include "core/files.h"
 #include "cli/report.h"
@@ -42,11 +43,7 @@ using nlohmann::json;
 
 // live.py: --script, else installed with the executable, else the working directory's or this build's source tree.
 std::string find_script(const std::string& given) {
-  if (!given.empty()) return given;
-  if (std::string installed = installed_path("share/flashcheck/hf_live/live.py"); !installed.empty()) return installed;
-  for (const fs::path& p : {fs::path("tools/hf_live/live.py"), fs::path(FLASHCHECK_SOURCE_DIR) / "tools/hf_live/live.py"})
-    if (fs::exists(p)) return p.string();
-  return "";
+  return !given.empty() ? given : find_project_file("share/flashcheck/hf_live/live.py", "tools/hf_live/live.py");
 }
 
 // What makes two failures of one path the same: the class and the reason with its numbers blanked.

@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/export_cases.h"
+#include "cli/project_files.h"
 #include "cli/repro_script.h"
 #include "core/case_tensors.h"
 #include "core/error.h"
@@ -35,19 +38,12 @@ int refuse(const std::string& why) {
 
 bool records_failure(const FixtureCase& fc, const std::string& kernel) {
   const auto it = fc.expect.find(kernel);
-  if (it == fc.expect.end()) return false;
-  const VerdictKind v = it->second.verdict;
-  return v == VerdictKind::kFail || v == VerdictKind::kError || v == VerdictKind::kCrash || v == VerdictKind::kTimeout;
+  return it != fc.expect.end() && records_a_failure(it->second);
 }
 
-// The template: installed with the executable, else the working directory's or this build's source tree.
-std::string find_template() {
-  if (std::string installed = installed_path("share/flashcheck/repro/repro_template.py"); !installed.empty())
-    return installed;
-  for (const fs::path& p : {fs::path("tools/repro/repro_template.py"),
-                            fs::path(FLASHCHECK_SOURCE_DIR) / "tools/repro/repro_template.py"})
-    if (fs::exists(p)) return p.string();
-  return "";
+// A template of tools/repro: installed with the executable, else the working directory's or this build's source tree.
+std::string find_template(const std::string& name) {
+  return find_project_file("share/flashcheck/repro/" + name, "tools/repro/" + name);
 }
 
 // The case's index from --case: its name, or its position ("3" or "#3").
@@ -119,15 +115,85 @@ void store_case(const FixtureCase& fc, const std::string& prefix, bool logical, 
   }
 }
 
+// The model case --case names ("m2" or a model case's name), or without --case the first that records a failure of a
+// modelled release; nullopt when there is none (or --case names a kernel-level case).
+std::optional<std::size_t> pick_model_case(const Fixture& f, const std::string& given) {
+  for (std::size_t i = 0; i < f.model_cases.size(); ++i) {
+    const ModelFixtureCase& m = f.model_cases[i];
+    if (given.empty() ? std::any_of(m.expect.begin(), m.expect.end(), [](const auto& e) { return records_a_failure(e.second); })
+                      : (m.mcase.name == given || given == fmt::format("m{}", i)))
+      return i;
+  }
+  return std::nullopt;
+}
+
+// A model-level case: DIR/repro.py (tools/repro/model_repro_template.py with tools/hf_live embedded), DIR/case (the
+// case exported as hf-live reads it) and DIR/ISSUE.md.
+int run_model_repro(const ReproOptions& o, const Fixture& f, std::size_t index) {
+  if (!o.kernel.empty())
+    return refuse(fmt::format("{} model case {} runs on transformers' own paths (the flash path on an exact stand-in "
+                              "kernel): --kernel does not apply",
+                              f.path, index));
+  const std::string template_path = find_template("model_repro_template.py");
+  const std::string live = find_project_file("share/flashcheck/hf_live/live.py", "tools/hf_live/live.py");
+  if (template_path.empty() || live.empty())
+    return refuse("tools/repro/model_repro_template.py or tools/hf_live is not installed with this flashcheck");
+  ModelReproInput in;
+  in.fixture = &f;
+  in.model_index = index;
+  in.generated_by = o.generated_by;
+  try {
+    in.driver = embed_modules("live", {fs::path(live).parent_path().string()});
+  } catch (const std::runtime_error& e) {
+    return refuse(e.what());
+  }
+  const ModelFixtureCase& mc = f.model_cases[index];
+  // The export carries the plan of one profile besides the case (hf-live's driver reads only the case and eager's
+  // output): the first profile that records the failure, else hf-main.
+  hf::Profile profile = hf::Profile::kHfMain;
+  for (const auto& [name, e] : mc.expect)
+    if (records_a_failure(e))
+      if (const std::optional<hf::Profile> p = hf::parse_profile(name)) {
+        profile = *p;
+        break;
+      }
+  const std::string script = render_model_repro_script(read_input_file(template_path, 1 << 20), in);
+  const std::string issue = kIssueHead + render_model_issue_body(in);
+  ensure_output_dir(o.out);
+  const fs::path dir(o.out);
+  const std::string script_path = (dir / "repro.py").string(), issue_path = (dir / "ISSUE.md").string();
+  check_replaceable(script_path, [](std::string_view head) { return head.rfind(kScriptHead, 0) == 0; }, o.force);
+  check_replaceable(issue_path, [](std::string_view head) { return head.rfind(kIssueHead, 0) == 0; }, o.force);
+  const std::string name = mc.mcase.name.empty() ? fmt::format("m{}", index) : mc.mcase.name;
+  write_export((dir / in.case_dir).string(), {{name, mc.mcase}}, profile, o.force);
+  write_file_atomic(script_path, script);
+  ::chmod(script_path.c_str(), 0755);
+  write_file_atomic(issue_path, issue);
+  fmt::print("wrote {}, {} and {}: model case {} of {} (transformers' attention paths)\nrun: python3 {} (with the "
+             "transformers release to check installed)\n",
+             script_path, (dir / in.case_dir).string(), issue_path, name, f.path, script_path);
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_repro(const ReproOptions& o) {
   if (!o.kernel.empty())
     if (std::string why = repro_unsupported_kernel(o.kernel); !why.empty()) return refuse(why);
   const Fixture f = load_fixture(o.fixture);
+  // Model-level cases: a fixture that has only those, or --case naming one.
+  const bool names_kernel_case = !o.case_name.empty() && pick_case(f, o.case_name).has_value();
+  if (!f.model_cases.empty() && (f.cases.empty() || (!o.case_name.empty() && !names_kernel_case))) {
+    const std::optional<std::size_t> m = pick_model_case(f, o.case_name);
+    if (!m)
+      return refuse(o.case_name.empty()
+                        ? fmt::format("{}: no model case records a failure of a modelled release; name one with --case",
+                                      f.path)
+                        : fmt::format("{}: no case named or numbered '{}'", f.path, printable(o.case_name, 80)));
+    return run_model_repro(o, f, *m);
+  }
   if (f.cases.empty())
-    return refuse(fmt::format("{} has only model-level cases; repro writes kernel-level cases (replay runs the others)",
-                              f.path));
+    return refuse(fmt::format("{} has no kernel-level case", f.path));
   std::vector<std::size_t> candidates;
   if (!o.case_name.empty()) {
     const std::optional<std::size_t> i = pick_case(f, o.case_name);
@@ -200,7 +266,7 @@ int run_repro(const ReproOptions& o) {
     for (std::size_t i = 0; i < in.case_index; ++i)
       if (repro_unsupported_case(f.cases[i].kcase, in.kernel).empty() && runs_there(f.cases[i], nullptr))
         in.prelude.push_back(i);
-  const std::string template_path = find_template();
+  const std::string template_path = find_template("repro_template.py");
   if (template_path.empty()) return refuse("tools/repro/repro_template.py is not installed with this flashcheck");
 
   const std::string script = render_repro_script(read_input_file(template_path, 1 << 20), in);

@@ -312,12 +312,15 @@ int main(int argc, char** argv) {
   ReproOptions repro;
   repro.generated_by = fmt::format("flashcheck {} (commit {})", FLASHCHECK_VERSION, FLASHCHECK_COMMIT);
   auto* cmd_repro = app.add_subcommand(
-      "repro", "Write a fixture's case as a standalone Python reproducer (torch only) and an issue body, for upstream");
+      "repro", "Write a fixture's case as a standalone Python reproducer and an issue body, for upstream (the script "
+               "needs torch and the kernel's own package, or transformers for a model case)");
   cmd_repro->add_option("fixture", repro.fixture, "The fixture file")->required();
   cmd_repro->add_option("--out,-o", repro.out, "Folder for repro.py, case.safetensors and ISSUE.md")->required();
   cmd_repro->add_option("--kernel,-k", repro.kernel,
                         "The kernel (default: the first one a case records a failure of)");
-  cmd_repro->add_option("--case", repro.case_name, "The case, by name or number (default: the first recording a failure)");
+  cmd_repro->add_option("--case", repro.case_name,
+                        "The case, by name or number; a model case by name or m<i> (default: the first recording a "
+                        "failure)");
   cmd_repro->add_flag("--force", repro.force, "Replace files in --out that repro did not write");
 
   BisectOptions bisect;

@@ -13,6 +13,8 @@
 #include "core/case_json.h"
 #include "core/files.h"
 #include "core/geometry.h"
+#include "core/hf_profiles.h"
+#include "core/model_case_json.h"
 #include "kernels/flash_args.h"
 
 namespace flashcheck::cli {
@@ -98,10 +100,10 @@ Expectation expectation_of(const ReproInput& in) {
 
 // What the script imports: torch, and the packages a Python adapter imports.
 std::string needs(const ReproInput& in) {
-  if (!in.adapter || in.adapter->packages.empty()) return "only torch";
+  if (!in.adapter || in.adapter->code.packages.empty()) return "only torch";
   std::string s = "torch";
-  for (std::size_t i = 0; i < in.adapter->packages.size(); ++i)
-    s += (i + 1 == in.adapter->packages.size() ? " and " : ", ") + in.adapter->packages[i];
+  for (std::size_t i = 0; i < in.adapter->code.packages.size(); ++i)
+    s += (i + 1 == in.adapter->code.packages.size() ? " and " : ", ") + in.adapter->code.packages[i];
   return s;
 }
 
@@ -222,7 +224,7 @@ std::vector<Import> imports_of(const std::string& name, const std::string& sourc
 
 // Adds module `name` and, before it, the modules it imports that are on `search_path` (depth first), each once; the
 // top-level names of imports found elsewhere (the kernel's own package, torch) go to `others`.
-void add_module(const std::string& name, const std::vector<std::string>& search_path, ReproAdapter& a,
+void add_module(const std::string& name, const std::vector<std::string>& search_path, EmbeddedModules& m,
                 std::set<std::string>& seen, std::set<std::string>& others) {
   if (!seen.insert(name).second) return;
   const std::string file = module_file(name, search_path);
@@ -231,13 +233,34 @@ void add_module(const std::string& name, const std::vector<std::string>& search_
   if (source.find("'''") != std::string::npos || (!source.empty() && source.back() == '\\'))
     throw std::runtime_error(fmt::format("{} cannot be embedded: the script holds it in a raw ''' string", file));
   for (const Import& i : imports_of(name, source)) {
-    if (!module_file(i.module, search_path).empty()) add_module(i.module, search_path, a, seen, others);
+    if (!module_file(i.module, search_path).empty()) add_module(i.module, search_path, m, seen, others);
     else if (i.base) others.insert(top_of(i.module));
   }
-  a.sources.emplace_back(name, source);
+  m.sources.emplace_back(name, source);
 }
 
 }  // namespace
+
+EmbeddedModules embed_modules(const std::string& module, const std::vector<std::string>& search_path) {
+  if (module_file(module, search_path).empty()) {
+    std::string where;
+    for (const std::string& d : search_path) where += (where.empty() ? "" : ", ") + d;
+    throw std::runtime_error(fmt::format("the module {} is not found under {}", module, where));
+  }
+  EmbeddedModules m;
+  std::set<std::string> seen, others;
+  add_module(module, search_path, m, seen, others);
+  // The standard library's modules the project's Python uses, and torch (always printed), are not packages to name.
+  static const std::set<std::string> known = {
+      "__future__", "abc",      "argparse",  "collections", "contextlib", "copy",      "dataclasses", "enum",
+      "functools",  "glob",     "hashlib",   "importlib",   "inspect",    "itertools", "json",        "logging",
+      "math",       "os",       "pathlib",   "random",      "re",         "shutil",    "struct",      "subprocess",
+      "sys",        "tempfile", "threading", "time",        "torch",      "traceback", "types",       "typing",
+      "warnings",   "weakref"};
+  for (const std::string& o : others)
+    if (!o.empty() && !known.count(o)) m.packages.push_back(o);
+  return m;
+}
 
 ReproAdapter find_repro_adapter(const std::string& kernel, const std::vector<std::string>& search_path) {
   if (std::string why = repro_unsupported_kernel(kernel); !why.empty() || !is_python_kernel(kernel))
@@ -246,23 +269,7 @@ ReproAdapter find_repro_adapter(const std::string& kernel, const std::vector<std
   ReproAdapter a;
   a.module = spec.substr(0, spec.find(':'));
   a.function = spec.substr(spec.find(':') + 1);
-  if (module_file(a.module, search_path).empty()) {
-    std::string where;
-    for (const std::string& d : search_path) where += (where.empty() ? "" : ", ") + d;
-    throw std::runtime_error(fmt::format("the module {} is not found under {}", a.module, where));
-  }
-  std::set<std::string> seen, others;
-  add_module(a.module, search_path, a, seen, others);
-  // Third-party packages, whose versions the script's environment section prints: the standard library's modules
-  // the adapters use and torch (always printed) are left out.
-  static const std::set<std::string> known = {
-      "__future__", "abc",     "argparse", "collections", "contextlib", "copy",      "dataclasses", "enum",
-      "functools",  "glob",    "importlib", "inspect",    "itertools",  "json",      "logging",     "math",
-      "os",         "pathlib", "random",   "re",          "shutil",     "struct",    "subprocess",  "sys",
-      "tempfile",   "threading", "time",   "torch",       "traceback",  "types",     "typing",      "warnings",
-      "weakref"};
-  for (const std::string& o : others)
-    if (!o.empty() && !known.count(o)) a.packages.push_back(o);
+  a.code = embed_modules(a.module, search_path);
   return a;
 }
 
@@ -321,7 +328,7 @@ std::string repro_spec_json(const ReproInput& in) {
   }
   json packages = json::array(), prelude = json::array();
   if (in.adapter)
-    for (const std::string& p : in.adapter->packages) packages.push_back(p);
+    for (const std::string& p : in.adapter->code.packages) packages.push_back(p);
   for (std::size_t i : in.prelude) {
     json call = call_fields(in.fixture->cases.at(i).kcase);
     const std::string name = in.fixture->cases[i].kcase.name;
@@ -400,7 +407,7 @@ std::string render_repro_script(const std::string& template_text, const ReproInp
     const std::size_t at = out.find(marker);
     if (at == std::string::npos) throw std::runtime_error("the repro template lacks its @@ADAPTER@@ marker");
     std::string modules;
-    for (const auto& [name, source] : in.adapter->sources)
+    for (const auto& [name, source] : in.adapter->code.sources)
       modules += fmt::format("    \"{}\": r'''{}''',\n", name, source);
     out.replace(at, marker.size(), modules);
   }
@@ -439,6 +446,105 @@ std::string render_issue_body(const ReproInput& in) {
   s += "Paste the `Observed` section of `python3 repro.py --markdown` here.\n\n";
   s += "## Environment\n\nPaste the `Environment` section of `python3 repro.py --markdown` (GPU, driver, CUDA, cuDNN, "
        "torch and package versions).\n";
+  return s;
+}
+
+}  // namespace flashcheck::cli
+
+namespace flashcheck::cli {
+namespace {
+
+const ModelFixtureCase& model_case_of(const ModelReproInput& in) { return in.fixture->model_cases.at(in.model_index); }
+
+std::string model_case_name(const ModelReproInput& in) {
+  const std::string& name = model_case_of(in).mcase.name;
+  return name.empty() ? fmt::format("m{}", in.model_index) : name;
+}
+
+// What flashcheck's models of the releases record for the case, one line per profile that fails, with its releases.
+std::string recorded_failures(const ModelReproInput& in) {
+  std::string s;
+  for (const auto& [profile, e] : model_case_of(in).expect) {
+    if (!records_a_failure(e)) continue;
+    std::string releases;
+    if (const std::optional<hf::Profile> p = hf::parse_profile(profile)) {
+      const hf::ProfileSpec& spec = hf::profile_spec(*p);
+      releases = spec.first_release.empty() ? fmt::format(" ({})", spec.releases)
+                                            : fmt::format(" (transformers {} to {})", spec.first_release,
+                                                          spec.last_release);
+    }
+    s += fmt::format("{}{}{}: {}{}", s.empty() ? "" : "; ", profile, releases, to_string(e.verdict),
+                     e.reason_contains.empty() ? "" : fmt::format(" \"{}\"", e.reason_contains));
+  }
+  return s.empty() ? "every modelled release passes" : s;
+}
+
+// A release to install for the issue: the first of the first failing profile's range.
+std::string a_failing_release(const ModelReproInput& in) {
+  for (const auto& [profile, e] : model_case_of(in).expect)
+    if (records_a_failure(e))
+      if (const std::optional<hf::Profile> p = hf::parse_profile(profile))
+        if (!hf::profile_spec(*p).first_release.empty()) return std::string(hf::profile_spec(*p).first_release);
+  return "";
+}
+
+}  // namespace
+
+std::string render_model_repro_script(const std::string& template_text, const ModelReproInput& in) {
+  std::string out = template_text;
+  for (const char* marker : {"# @@HEADER@@\n", "@@SPEC@@", "@@MODULES@@\n"})
+    if (out.find(marker) == std::string::npos)
+      throw std::runtime_error(fmt::format("the model repro template lacks its {} marker", marker));
+  const ModelFixtureCase& mc = model_case_of(in);
+  const std::string header = commented(fmt::format(
+      "Reproducer: {}\nflashcheck fixture {}, model case {}: {}{}.\nWritten by {}.", in.fixture->title,
+      in.fixture->path, model_case_name(in), summary(mc.mcase), mc.note.empty() ? "" : " (" + mc.note + ")",
+      in.generated_by));
+  out.replace(out.find("# @@HEADER@@\n"), std::string("# @@HEADER@@\n").size(), header);
+  const json spec = {{"title", in.fixture->title},
+                     {"source", in.fixture->source},
+                     {"fixture", in.fixture->path},
+                     {"case", model_case_name(in)},
+                     {"summary", summary(mc.mcase)},
+                     {"case_dir", in.case_dir},
+                     {"paths", {"flash", "sdpa"}},
+                     {"expected", recorded_failures(in)}};
+  const std::string spec_text = spec.dump(1);
+  if (spec_text.find("'''") != std::string::npos) throw std::runtime_error("the case's description contains '''");
+  out.replace(out.find("@@SPEC@@"), 8, spec_text);
+  std::string modules;
+  for (const auto& [name, source] : in.driver.sources) modules += fmt::format("    \"{}\": r'''{}''',\n", name, source);
+  out.replace(out.find("@@MODULES@@\n"), std::string("@@MODULES@@\n").size(), modules);
+  return out;
+}
+
+std::string render_model_issue_body(const ModelReproInput& in) {
+  const ModelFixtureCase& mc = model_case_of(in);
+  const std::string release = a_failing_release(in);
+  std::string s = fmt::format("# {}\n\n", in.fixture->title);
+  if (!in.fixture->source.empty()) s += fmt::format("Related: {}\n\n", in.fixture->source);
+  s += fmt::format("Found by flashcheck, a differential tester of attention kernels and of transformers' attention "
+                   "paths: fixture `{}`, model case `{}`.\n\n",
+                   in.fixture->path, model_case_name(in));
+  if (!in.fixture->description.empty()) s += fmt::format("## What goes wrong\n\n{}\n\n", in.fixture->description);
+  s += fmt::format("## Minimal case\n\n`{}`{}\n\n```json\n{}\n```\n\n", summary(mc.mcase),
+                   mc.note.empty() ? "" : ": " + mc.note, model_case_to_json(mc.mcase).dump(1));
+  s += "The attention layer's inputs are in `case/` (q, k, v, the attention mask and position ids, and the cache when "
+       "the case has one), in the layout the model hands them to the attention function.\n\n";
+  s += fmt::format("## Reproduce\n\n```sh\npip install torch transformers{}\npython3 repro.py             # exit 1: "
+                   "the bug reproduces; 0: it does not; 2: this machine cannot run the case\n"
+                   "python3 repro.py --markdown  # the environment and the verdicts, for this issue\n```\n\n",
+                   release.empty() ? "" : "==" + release);
+  s += "The script needs torch and transformers. It runs the layer through the installed release's own code on each "
+       "path: eager attention, the flash-attention path (on an exact stand-in for the flash_attn package: an fp64 "
+       "reference on the CPU, PyTorch's FlashAttention-2 on a GPU) and SDPA. The driver that calls the release is "
+       "flashcheck's, embedded in the script.\n\n";
+  s += fmt::format("## Expected vs actual\n\nExpected: every path's output within the integration rule of the exact "
+                   "attention under eager's own mask, as eager's output is; no exception.\n\nActual (flashcheck's "
+                   "models of the releases): {}.\n\nPaste the `Observed` section of `python3 repro.py --markdown` "
+                   "here.\n\n",
+                   recorded_failures(in));
+  s += "## Environment\n\nPaste the `Environment` section of `python3 repro.py --markdown` (torch, transformers, GPU).\n";
   return s;
 }
 

@@ -21,17 +21,31 @@ std::string repro_unsupported_kernel(const std::string& kernel);
 // (paged K/V and a KV-cache append outside the Python adapters, non-contiguous K/V strides, a backward over pages or a
 // cache), or a dense kernel given sequences of different lengths.
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel);
+// Whether a fixture records a failure (fail, error, crash or timeout): what a reproducer reproduces.
+inline bool records_a_failure(const Expectation& e) {
+  return e.verdict != VerdictKind::kPass && e.verdict != VerdictKind::kUnsupported;
+}
 // The kernels a script can be written for, for messages and --help.
 std::vector<std::string> repro_kernels();
 
-// A Python kernel's adapter as the script embeds it: its module and the modules it imports that the bridge finds on
-// FLASHCHECK_PYTHONPATH, in the order they must run (dependencies first), and what its contract says the script needs.
+// Python modules as a script embeds them: a module and the modules it imports that are found on the search path, in
+// the order they must run (dependencies first), and the top-level packages it imports from elsewhere (the kernel's
+// own, transformers), whose versions the script prints.
+struct EmbeddedModules {
+  std::vector<std::pair<std::string, std::string>> sources;  // (module name, source text)
+  std::vector<std::string> packages;
+};
+
+// Module `module` and what it imports from `search_path`'s folders; throws std::runtime_error naming a module that is
+// not found or cannot be embedded (the script holds each in a raw triple-quoted string).
+EmbeddedModules embed_modules(const std::string& module, const std::vector<std::string>& search_path);
+
+// A Python kernel's adapter as the script embeds it, and what its contract says the script needs.
 struct ReproAdapter {
   std::string module, function;  // py:MODULE:FUNCTION
   std::string device;            // the contract's: "cpu" or "cuda"
   bool returns_lse = false;
-  std::vector<std::pair<std::string, std::string>> sources;  // (module name, source text)
-  std::vector<std::string> packages;  // packages imported from elsewhere (the kernel's own), whose versions it prints
+  EmbeddedModules code;
 };
 
 // The adapter of py:MODULE:FUNCTION with its sources found under `search_path` (FLASHCHECK_PYTHONPATH's folders);
@@ -57,5 +71,17 @@ std::string repro_spec_json(const ReproInput& in);
 std::string render_repro_script(const std::string& template_text, const ReproInput& in);
 // ISSUE.md: title, the minimal case, expected and actual, the rule, how to run the script, where the environment goes.
 std::string render_issue_body(const ReproInput& in);
+
+// A model-level (transformers) case: the script runs the attention layer through the installed release's own code
+// with flashcheck's driver (tools/hf_live) embedded, and the case exported beside it (`flashcheck export`'s format).
+struct ModelReproInput {
+  const Fixture* fixture = nullptr;
+  std::size_t model_index = 0;
+  std::string case_dir = "case";  // the export folder, beside the script
+  EmbeddedModules driver;         // tools/hf_live/live.py and what it imports
+  std::string generated_by;
+};
+std::string render_model_repro_script(const std::string& template_text, const ModelReproInput& in);
+std::string render_model_issue_body(const ModelReproInput& in);
 
 }  // namespace flashcheck::cli

@@ -76,7 +76,7 @@ expect_refusal "tiled-cpu is flashcheck's own kernel" "$found" --kernel tiled-cp
 expect_refusal "is not a Python kernel's name" "$found" --kernel py:nomodule --out "$work/x"
 expect_refusal "No module named 'no_such_module'" "$found" --kernel py:no_such_module:attention \
   --case 0 --out "$work/x"
-expect_refusal "has only model-level cases" fixtures/issues/hf-F1-decode-position-ids.json --out "$work/x"
+expect_refusal "--kernel does not apply" fixtures/issues/hf-F1-decode-position-ids.json --kernel sdpa-math-cpu --out "$work/x"
 expect_refusal "no case named or numbered 'nope'" "$found" --case nope --out "$work/x"
 expect_refusal "no-such.json" "$work/no-such.json" --out "$work/x"
 "$fc" fixture new --out "$work/paged.json" --title p --seqs 2x5 --expect sdpa-math-cpu=fail > /dev/null 2>&1 || fail "paged"

@@ -27,8 +27,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/tools/campaign_report.py DESTINATION share/f
 # looks in <prefix>/share/flashcheck/hf_live), and the cross-check beside it (it imports hf_live's modules).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/hf_live ${PROJECT_SOURCE_DIR}/tools/hf_crosscheck DESTINATION share/flashcheck
         FILES_MATCHING PATTERN "*.py" PATTERN "*.json")
-# `flashcheck repro` writes its scripts from this template (cli/cmd_repro.cc looks in <prefix>/share/flashcheck/repro).
-install(FILES ${PROJECT_SOURCE_DIR}/tools/repro/repro_template.py DESTINATION share/flashcheck/repro)
+# `flashcheck repro` writes its scripts from these templates (cli/cmd_repro.cc looks in <prefix>/share/flashcheck/repro).
+install(FILES ${PROJECT_SOURCE_DIR}/tools/repro/repro_template.py ${PROJECT_SOURCE_DIR}/tools/repro/model_repro_template.py
+        DESTINATION share/flashcheck/repro)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/flashcheckConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/flashcheckConfig.cmake INSTALL_DESTINATION lib/cmake/flashcheck)

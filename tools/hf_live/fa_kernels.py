@@ -19,8 +19,10 @@ install(backend) writes a `flash_attn` package (with a dist-info claiming versio
 transformers release from 4.42 accepts) into a temporary folder at the front of sys.path, so that a release
 finds these functions exactly where it imports flash-attn from.
 """
+import atexit
 import math
 import os
+import shutil
 import sys
 import tempfile
 
@@ -271,10 +273,9 @@ def pad_input(hidden_states, indices, batch, seqlen):
 
 # --- the package a release imports ------------------------------------------------------------------------------
 
-_INIT = '''"""Stand-in for flash-attn written by flashcheck's tools/hf_live/fa_kernels.py (backend {backend})."""
-__version__ = "{version}"
-from fa_kernels import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: F401
-'''
+_INIT = ('"""Stand-in for flash-attn written by flashcheck\'s tools/hf_live/fa_kernels.py (backend {backend})."""\n'
+         '__version__ = "{version}"\n'
+         'from fa_kernels import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: F401\n')
 
 
 def install(backend):
@@ -286,6 +287,7 @@ def install(backend):
     if here not in sys.path:
         sys.path.insert(0, here)
     root = tempfile.mkdtemp(prefix="flashcheck-fa-")
+    atexit.register(shutil.rmtree, root, True)  # the package is imported by then; its folder goes with the process
     pkg = os.path.join(root, "flash_attn")
     os.makedirs(os.path.join(pkg, "layers"))
     with open(os.path.join(pkg, "__init__.py"), "w") as f:
