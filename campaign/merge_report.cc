@@ -105,6 +105,15 @@ std::string merge_markdown(const MergeResult& m) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} |\n", r.kernel, r.property, r.cases, r.failures,
                       r.findings.size(), r.crashes, r.worst_bound_use, r.ok() ? "ok" : "**FAIL**");
   }
+  std::string close;
+  for (const MergedUnit& u : m.units)
+    if (u.report.worst_bound_use >= kCloseCallBoundUse && !u.report.closest_pass.empty())
+      close += fmt::format("| {} | {} | {:.2f} | {} |\n", u.report.kernel, u.report.property, u.report.worst_bound_use,
+                           u.report.closest_pass);
+  if (!close.empty())
+    md += fmt::format("\n## Closest passes (err/bound of at least {:.1f})\n\n| kernel | property | err/bound | case |\n"
+                      "|---|---|---|---|\n{}",
+                      kCloseCallBoundUse, close);
   for (const MergedUnit& u : m.units)
     if (u.report.not_applicable.empty() && !u.report.ok())
       md += fmt::format("\n### {} / {}\n\n```\n{}```\n", u.report.kernel, u.report.property, run_problems(u.report, "flashcheck"));

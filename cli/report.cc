@@ -122,6 +122,8 @@ void print_fuzz_report(const FuzzReport& r) {
              r.cases, r.seconds, r.cases / std::max(r.seconds, 1e-9), r.seed, r.failures, r.failures == 1 ? "" : "s",
              r.findings.size(), r.findings.size() == 1 ? "" : "s", r.crashes, r.crashes == 1 ? "" : "es", r.worst_ratio,
              r.worst_bound_use);
+  if (r.worst_bound_use >= kCloseCallBoundUse && !r.closest_pass.empty())
+    fmt::print("  closest pass: err/bound {:.2f} on {}\n", r.worst_bound_use, r.closest_pass);
   for (const Finding& f : r.findings) {
     fmt::print("  FOUND at case {}: {}\n", f.case_index, f.model_case ? summary(*f.model_case) : summary(f.minimized));
     fmt::print("    {}\n", describe(f.verdict));

@@ -143,7 +143,10 @@ struct RunState {
       if (!failing && known) ++report.known_divergences[j.known_divergence];
       if (!failing && v.kind == VerdictKind::kPass && v.cmp) {
         if (std::isfinite(v.cmp->ratio())) report.worst_ratio = std::max(report.worst_ratio, v.cmp->ratio());
-        if (std::isfinite(v.cmp->bound_use())) report.worst_bound_use = std::max(report.worst_bound_use, v.cmp->bound_use());
+        if (std::isfinite(v.cmp->bound_use()) && v.cmp->bound_use() > report.worst_bound_use) {
+          report.worst_bound_use = v.cmp->bound_use();
+          report.closest_pass = std::visit([](const auto& x) { return summary(x); }, c);
+        }
       }
       return;  // a known divergence met while shrinking is another bug, not a smaller case of this one
     }

@@ -89,7 +89,10 @@ void merge_reports(FuzzReport& into, const FuzzReport& part, bool keep_replaced)
   into.failures += part.failures;
   for (const Finding& f : part.findings) add_finding(into, f, [](const Finding& x) { return x.fixture; }, keep_replaced);
   into.worst_ratio = std::max(into.worst_ratio, part.worst_ratio);
-  into.worst_bound_use = std::max(into.worst_bound_use, part.worst_bound_use);
+  if (part.worst_bound_use > into.worst_bound_use) {
+    into.worst_bound_use = part.worst_bound_use;
+    into.closest_pass = part.closest_pass;
+  }
   for (const auto& [f, n] : part.coverage) into.coverage[f] += n;
   for (const std::string& f : part.coverage_refused)
     if (std::find(into.coverage_refused.begin(), into.coverage_refused.end(), f) == into.coverage_refused.end())
@@ -124,6 +127,7 @@ nlohmann::json to_json(const FuzzReport& r) {
           {"seconds", r.seconds},
           {"worst_ratio", r.worst_ratio},
           {"worst_bound_use", r.worst_bound_use},
+          {"closest_pass", r.closest_pass},
           {"coverage", r.coverage},
           {"coverage_missing", r.coverage_missing},
           {"coverage_refused", r.coverage_refused},
@@ -159,6 +163,7 @@ FuzzReport fuzz_report_from_json(const nlohmann::json& j) {
   r.seconds = j.at("seconds");
   r.worst_ratio = j.at("worst_ratio");
   r.worst_bound_use = j.value("worst_bound_use", 0.0);
+  r.closest_pass = j.value("closest_pass", std::string());
   r.coverage = j.at("coverage").get<std::map<std::string, std::int64_t>>();
   r.coverage_missing = j.at("coverage_missing").get<std::vector<std::string>>();
   r.coverage_refused = j.value("coverage_refused", std::vector<std::string>{});

@@ -38,6 +38,10 @@ std::int64_t case_size(const Finding& f);
 // The same signature without the property: the failing condition alone, which search/root_causes.h groups across runs.
 std::string cause_signature(const Finding& f);
 
+// A passing case that used at least this share of its bound is a close call: reports name it (closest_pass), since a
+// rule that correct kernels come near is where a false alarm at volume would come from.
+inline constexpr double kCloseCallBoundUse = 0.5;
+
 struct FuzzReport {
   std::string kernel, property;  // property: the property's label ("conformance", "integration/hf-main")
   std::uint64_t seed = 0;
@@ -50,6 +54,7 @@ struct FuzzReport {
   double seconds = 0;
   double worst_ratio = 0;      // largest error ratio (err / baseline err) among passing cases
   double worst_bound_use = 0;  // largest err / bound among passing cases: how close a pass came to failing
+  std::string closest_pass;    // that case's summary (a campaign keeps failing cases only: this says which came near)
   std::map<std::string, std::int64_t> coverage;
   std::vector<std::string> coverage_missing;  // supported features no case reached
   std::vector<std::string> coverage_refused;  // model level: generated, but refused by the contract every time

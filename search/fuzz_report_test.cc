@@ -1,8 +1,10 @@
 // One bug, one finding: errors group by their message (numbers blanked) whatever the case's features; failures and
-// crashes by the features of their minimized case.
+// crashes by the features of their minimized case. And the closest passing case of a run, kept through merges.
 #include "search/fuzz_report.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 namespace flashcheck {
 namespace {
@@ -68,6 +70,23 @@ TEST(FindingSignature, TheCountOfAGroupedErrorIsEveryCaseItStandsFor) {
     add_finding(r, finding(VerdictKind::kError, "row " + std::to_string(i), 1 + i, i % 2 == 0), [](const Finding&) { return ""; });
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].count, 3);
+}
+
+// The closest call of a run is the passing case with the largest bound use; merging chunks keeps the one that came
+// nearest, and the report's JSON carries it (a campaign keeps failing cases only).
+TEST(ClosestPass, MergingKeepsTheCaseThatCameNearestTheBound) {
+  FuzzReport a, b, c;
+  a.worst_bound_use = 0.4, a.closest_pass = "b1 q3 h2/2 d16 fp16";
+  b.worst_bound_use = 0.97, b.closest_pass = "b2 q1 p4 h4/1 d32 bf16 causal";
+  c.worst_bound_use = 0.6, c.closest_pass = "b1 q7 h4/4 d64 bf16";
+  FuzzReport all;
+  for (const FuzzReport* part : {&a, &b, &c}) merge_reports(all, *part, false);
+  EXPECT_DOUBLE_EQ(all.worst_bound_use, 0.97);
+  EXPECT_EQ(all.closest_pass, "b2 q1 p4 h4/1 d32 bf16 causal");
+  all.kernel = "k", all.property = "conformance";
+  const FuzzReport back = fuzz_report_from_json(to_json(all));
+  EXPECT_EQ(back.closest_pass, all.closest_pass);
+  EXPECT_DOUBLE_EQ(back.worst_bound_use, 0.97);
 }
 
 }  // namespace
