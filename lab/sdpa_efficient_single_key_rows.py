@@ -1,9 +1,10 @@
-"""Probe (lab, not product): PyTorch's memory-efficient SDPA backend on rows that see exactly one key.
+"""Probe (lab, not product): PyTorch's memory-efficient SDPA backend on broadcast K/V under a mask.
 
 The 2026-12-06 false-alarm campaign (seed 29203) found two metamorphic failures of sdpa-efficient, each one row wrong
 by more than 1: gqa-repeat on b1 h3/1 d8 fp16 win(0,0) kv-expanded L[129x1] and chunked-prefill on b1 h4/1 d8 fp16
-causal win(0,0) kv-expanded L[65x65]. Both have a boolean mask that leaves each query row at most one key, K/V heads
-presented with stride 0 (expanded), and a query count one past a multiple of 64. This probe runs the public
+causal win(0,0) kv-expanded L[65x65] (fixtures/found/sdpa-efficient-broadcast-kv-*.json). Both have a boolean mask,
+K/V heads presented with stride 0 (expanded) and 32n+1 keys: pytorch/pytorch#191937, fixed upstream by
+pytorch/pytorch#191984 after the torch of that run. This probe runs the public
 scaled_dot_product_attention with only the memory-efficient backend over a grid around those shapes (query counts,
 one key or the diagonal, stride-0 or contiguous K/V heads, boolean or additive mask) and prints, per configuration,
 the worst error against an fp64 reference over the rows that have a key, and which row it is.
@@ -28,7 +29,8 @@ def main():
     dev = torch.device("cuda")
     print(torch.__version__, torch.cuda.get_device_name())
     print("lq    lk  H  kv        mask      worst_err  row  rows_over_0.01  baseline_err")
-    for lq, diag, H, expanded, boolean in itertools.product([63, 64, 65, 66, 127, 128, 129, 130], [False, True],
+    # The diagonal gives key counts 63 to 130 (32n+1 among them); one key is 32 x 0 + 1.
+    for lq, diag, H, expanded, boolean in itertools.product([63, 64, 65, 66, 97, 127, 128, 129, 130], [False, True],
                                                            [3, 4], [True, False], [True, False]):
         lk = lq if diag else 1
         d = 8
