@@ -141,8 +141,11 @@ std::string repro_unsupported_kernel(const std::string& kernel) {
 
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel) {
   if (std::string why = repro_unsupported_kernel(kernel); !why.empty()) return why;
-  if (c.kv_strides != KvStrides::kContiguous)
-    return fmt::format("K/V strides '{}' are not laid out by the script yet", to_string(c.kv_strides));
+  // K/V strides are laid out by the per-sequence kernels' calls (as the SDPA adapter presents K and V), not by the
+  // packed ones' or the Python bridge's.
+  const ReproKernel* k = find_kernel(kernel);
+  if (c.kv_strides != KvStrides::kContiguous && !(k && k->per_sequence))
+    return fmt::format("K/V strides '{}' are not laid out by the script for {} yet", to_string(c.kv_strides), kernel);
   if (is_python_kernel(kernel)) {
     // The adapter gets every layout as flashcheck's bridge passes it; the script's gradients are read per sequence
     // from packed K/V rows.
@@ -150,7 +153,6 @@ std::string repro_unsupported_case(const KernelCase& c, const std::string& kerne
       return "a backward over paged K/V or a KV-cache append is not laid out by the script yet";
     return "";
   }
-  const ReproKernel* k = find_kernel(kernel);
   if (c.kv_storage == KvStorage::kPaged) return "paged K/V (a block table) is not laid out by the script yet";
   if (c.kv_cache) return "a KV-cache append is not laid out by the script yet";
   if (c.softcap > 0) return fmt::format("{} takes no softcap", kernel);
@@ -353,6 +355,7 @@ std::string repro_spec_json(const ReproInput& in) {
       {"mask_left", m.left},
       {"mask_right", m.right},
       {"backward", c.backward()},
+      {"kv_strides", to_string(c.kv_strides)},
       {"logical_kv", logical_kv},
       {"seqs", seqs},
       {"prelude", prelude},

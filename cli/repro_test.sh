@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `flashcheck repro` end to end on the CPU kernels: the committed cpu-flash backward finding's script reproduces it
 # (exit 1, dK and dV outside the rule) and the same case passes on sdpa-math-cpu (exit 0); forward and backward cases
-# with GQA, both causal alignments, windows, softcap, varlen, seqused_k and left padding pass on both CPU kernels (the
+# with GQA, both causal alignments, windows, varlen, seqused_k, left padding and K/V strides pass on both CPU kernels (the
 # script's reference and masks agree with the kernels'); a planted defect in a script's kernel call (scale x 1.01) is
 # caught; a crash of the kernel call is a reproduction; refusals name their reason; a user's file is never replaced.
 # Python kernels: cli/repro_python_test.sh.
@@ -48,6 +48,25 @@ done <<'EOF'
 --seqs 4x6,5x5 --heads 4 --kv-heads 2 --causal --window 2,0 --backward --dtype fp32 --head-dim 8
 EOF
 
+# K/V strides as the SDPA adapter presents them (one KV head broadcast with stride 0; rows and heads padded) pass on
+# both CPU kernels; the memory-efficient SDPA finding that needs the broadcast layout gets its script.
+for strides in expanded gapped; do
+  n=$((n + 1))
+  "$fc" fixture new --out "$work/case$n.json" --title "strides $strides" --seqs 3x9,5x4 --heads 4 --kv-heads 1 \
+    --window 2,1 --dtype fp32 --head-dim 8 --backward > /dev/null 2>&1 || fail "fixture new ($strides)"
+  sed -i "s/\"strides\": \"contiguous\"/\"strides\": \"$strides\"/" "$work/case$n.json"
+  grep -q "\"strides\": \"$strides\"" "$work/case$n.json" || fail "the strides edit did not apply"
+  for k in sdpa-math-cpu cpu-flash; do
+    "$fc" repro "$work/case$n.json" --kernel $k --case 0 --out "$work/case$n-$k" > "$work/repro$n-$k.log" 2>&1 ||
+      fail "repro $strides on $k: $(cat "$work/repro$n-$k.log")"
+    grep -q "\"kv_strides\": \"$strides\"" "$work/case$n-$k/repro.py" || fail "kv_strides not in the script"
+    "$py" "$work/case$n-$k/repro.py" > "$work/case$n-$k.out" 2>&1 ||
+      fail "$strides K/V on $k did not pass: $(cat "$work/case$n-$k.out")"
+  done
+done
+"$fc" repro fixtures/found/sdpa-efficient-broadcast-kv-gqa-repeat.json --out "$work/efficient-broadcast" > /dev/null 2>&1 &&
+  grep -q '"kv_strides": "expanded"' "$work/efficient-broadcast/repro.py" || fail "the broadcast K/V finding's script"
+
 # A planted defect in the kernel call: the softmax scale 1% off must be caught.
 sed 's/scale=SCALE/scale=SCALE * 1.01/' "$work/case1-sdpa-math-cpu/repro.py" > "$work/case1-sdpa-math-cpu/planted.py"
 grep -q "SCALE \* 1.01" "$work/case1-sdpa-math-cpu/planted.py" || fail "the plant did not apply"
@@ -83,6 +102,8 @@ expect_refusal "no-such.json" "$work/no-such.json" --out "$work/x"
 sed -i 's/"storage": "packed"/"storage": "paged"/' "$work/paged.json"
 expect_refusal "paged K/V" "$work/paged.json" --kernel sdpa-math-cpu --case 0 --out "$work/x"
 expect_refusal "is dense" "$work/case1.json" --kernel flash-fwd-dense --case 0 --out "$work/x"
+expect_refusal "K/V strides 'expanded' are not laid out by the script for flash-fwd-varlen" "$work/case5.json" \
+  --kernel flash-fwd-varlen --case 0 --out "$work/x"
 "$fc" fixture new --out "$work/softcap.json" --title s --seqs 2x5 --softcap 5 --expect sdpa-math-cpu=pass > /dev/null 2>&1 || fail "softcap"
 expect_refusal "sdpa-math-cpu takes no softcap" "$work/softcap.json" --kernel sdpa-math-cpu --case 0 --out "$work/x"
 "$fc" fixture new --out "$work/dv.json" --title d --seqs 2x5 --head-dim 16 --v-head-dim 8 > /dev/null 2>&1 || fail "dv"
@@ -95,4 +116,4 @@ grep -q "my notes" "$work/user/ISSUE.md" || fail "the user's ISSUE.md was replac
 "$fc" repro "$found" --out "$work/user" --force > /dev/null 2>&1 && grep -q "written by flashcheck repro" "$work/user/ISSUE.md" ||
   fail "--force did not replace it"
 "$fc" repro "$found" --out "$work/found" > /dev/null 2>&1 || fail "repro over its own files"
-echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 12 refusals)"
+echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 13 refusals)"

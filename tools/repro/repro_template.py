@@ -178,9 +178,23 @@ def attend(q, k, v):
     lq, lk = q.shape[1], k.shape[1]
     windowed = LEFT >= 0 or RIGHT >= 0
     plain_causal = SPEC["causal"] and LEFT < 0 and (SPEC["alignment"] == "top_left" or lq == lk)
-    qh, kh, vh = (x.permute(0, 2, 1, 3).contiguous() for x in (q, k, v))
+    qh = q.permute(0, 2, 1, 3).contiguous()
+    kh, vh = (with_strides(x.permute(0, 2, 1, 3), q.shape[2]) for x in (k, v))
     mask = explicit_mask(lq, lk, q.device) if windowed and not plain_causal else None
     return call_op(qh, kh, vh, mask, plain_causal)
+
+
+def with_strides(x, heads):
+    """(1, Hk, L, dim) K or V as the adapter presents it: contiguous; "expanded", one KV head broadcast over the query
+    heads with stride 0 (as a model that expand()s its KV heads passes it); or "gapped", rows and heads padded."""
+    if SPEC["kv_strides"] == "expanded":
+        return x.contiguous().expand(1, heads, x.shape[2], x.shape[3])
+    if SPEC["kv_strides"] == "gapped":
+        big = torch.full((1, x.shape[1], x.shape[2] + 3, x.shape[3] + 8), float("nan"), dtype=x.dtype, device=x.device)
+        view = big.narrow(2, 0, x.shape[2]).narrow(3, 0, x.shape[3])
+        view.copy_(x)
+        return view
+    return x.contiguous()
 # <<<
 
 # >>> sdpa-math-cpu
