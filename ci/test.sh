@@ -24,32 +24,34 @@ export RC_PARAMS=${RC_PARAMS:-seed=20261202}
 # The whole-corpus replay (cli.replay_fixture_corpus) is left to the gate, which .ci/run runs next and which
 # replays the same corpus with the same expected verdicts.
 step "ctest" ctest --preset cpu --output-on-failure -E '^cli\.replay_fixture_corpus$'
-# Kernels from outside: the installed package, an out-of-tree plugin and a Python kernel, each with a
-# broken twin that must be caught.
-step "plugins" bash ci/plugins.sh
-# The Python package as users install it (`pip install .`), and its pytest suite against the installed package:
-# flashcheck.check, the reference and rule on torch tensors, the pytest plugin (docs/PYTHON.md).
-step "python package" bash ci/python.sh
-# Two single-threaded steps at once (CI has two cores), each logged apart and shown when it fails:
-# hostile input (docs/HARDENING.md: a stratified sample of the corpus, the hostile command lines and fault runs --
-# workers killed mid-replay, a full disk where user namespaces allow a private tmpfs), and the cross-check's own test
-# (a hand-written export it must accept or reject case by case).
+# Three mostly single-threaded steps at once (CI has two cores), each logged apart and shown when it fails, before
+# the Python package's step rebuilds build/cpu: kernels from outside (ci/plugins.sh: the installed package, an
+# out-of-tree plugin and a Python kernel, each with a broken twin that must be caught); hostile input
+# (docs/HARDENING.md: a stratified sample of the corpus, the hostile command lines and fault runs -- workers killed
+# mid-replay, a full disk where user namespaces allow a private tmpfs); and the cross-check's own test (a hand-written
+# export it must accept or reject case by case).
 hostile_sample() {
   python3 tools/hostile/make_corpus.py --out build/hostile > /dev/null &&
     python3 tools/hostile/run_corpus.py --flashcheck build/cpu/cli/flashcheck --corpus build/hostile \
       --sample 100 --faults 2 --json build/hostile/result.json
 }
 together() {
+  bash ci/plugins.sh > build/plugins-check.log 2>&1 & local plugins=$!
   hostile_sample > build/hostile-sample.log 2>&1 & local hostile=$!
   bash tools/hf_crosscheck/run.sh --selftest --quiet > build/crosscheck-selftest.log 2>&1 & local selftest=$!
   local rc=0
+  wait $plugins || { cat build/plugins-check.log; rc=1; }
   wait $hostile || { cat build/hostile-sample.log; rc=1; }
   wait $selftest || { cat build/crosscheck-selftest.log; rc=1; }
+  tail -1 build/plugins-check.log
   tail -2 build/hostile-sample.log
   tail -1 build/crosscheck-selftest.log
   return $rc
 }
-step "hostile sample + cross-check selftest" together
+step "plugins + hostile sample + cross-check selftest" together
+# The Python package as users install it (`pip install .`), and its pytest suite against the installed package:
+# flashcheck.check, the reference and rule on torch tensors, the pytest plugin (docs/PYTHON.md).
+step "python package" bash ci/python.sh
 # The sanitizer lane: ASan + UBSan on the input readers and the kernels' buffers (ci/nightly.sh adds the worker
 # protocol and the properties). The release
 # matrix's transformers releases download meanwhile (network against the lane's compiler).
