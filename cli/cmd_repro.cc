@@ -5,12 +5,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/export_cases.h"
+#include "cli/plugins.h"
 #include "cli/project_files.h"
 #include "cli/repro_script.h"
 #include "core/case_tensors.h"
@@ -55,18 +54,6 @@ std::optional<std::size_t> pick_case(const Fixture& f, const std::string& given)
       std::stoul(digits) < f.cases.size())
     return std::stoul(digits);
   return std::nullopt;
-}
-
-// Where the Python bridge imports kernels from: FLASHCHECK_PYTHONPATH (the project's own kernels first, set by
-// load_plugins), then the working directory.
-std::vector<std::string> python_search_path() {
-  std::vector<std::string> dirs;
-  const char* env = std::getenv("FLASHCHECK_PYTHONPATH");
-  std::istringstream parts(env ? env : "");
-  for (std::string d; std::getline(parts, d, ':');)
-    if (!d.empty()) dirs.push_back(d);
-  dirs.push_back(fs::current_path().string());
-  return dirs;
 }
 
 // Every sequence's keys and values in logical order (positions p0 to kv_end), one sequence after another: what the
@@ -230,7 +217,7 @@ int run_repro(const ReproOptions& o) {
   const FixtureCase& fc = f.cases[in.case_index];
   if (std::string why = repro_unsupported_case(fc.kcase, in.kernel); !why.empty())
     return refuse(fmt::format("{} case {} on {}: {}", f.path, in.case_index, in.kernel, why));
-  if (in.kernel.rfind("py:", 0) == 0) {
+  if (is_python_kernel(in.kernel)) {
     // Resolved in a worker, as every run resolves it (the parent never imports a kernel): its contract says where it
     // runs and what it returns; the script embeds the adapter's source from where the bridge imports it.
     const Kernel* k = nullptr;
@@ -241,7 +228,7 @@ int run_repro(const ReproOptions& o) {
     }
     if (!k) return refuse(fmt::format("{}: this build has no Python bridge", in.kernel));
     try {
-      in.adapter = find_repro_adapter(in.kernel, python_search_path());
+      in.adapter = find_repro_adapter(in.kernel, python_kernel_search_path());
     } catch (const std::runtime_error& e) {
       return refuse(fmt::format("{}: {}", in.kernel, e.what()));
     }

@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -163,6 +165,16 @@ std::string python_kernels_path() {
 }
 
 }  // namespace
+
+std::vector<std::string> python_kernel_search_path() {
+  std::vector<std::string> dirs;
+  const char* env = std::getenv("FLASHCHECK_PYTHONPATH");
+  std::istringstream parts(env ? env : "");
+  for (std::string d; std::getline(parts, d, ':');)
+    if (!d.empty()) dirs.push_back(d);
+  dirs.push_back(std::filesystem::current_path().string());
+  return dirs;
+}
 
 bool load_plugins(const std::vector<std::string>& paths) {
   Registry& r = builtin_registry();

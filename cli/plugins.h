@@ -11,4 +11,8 @@ namespace flashcheck::cli {
 // resolvers. Prints the problem and returns false on a bad plugin.
 bool load_plugins(const std::vector<std::string>& paths);
 
+// Where the Python bridge imports kernels from: FLASHCHECK_PYTHONPATH as load_plugins() leaves it (the project's own
+// kernels first), then the working directory.
+std::vector<std::string> python_kernel_search_path();
+
 }  // namespace flashcheck::cli

@@ -66,8 +66,6 @@ const ReproKernel* find_kernel(const std::string& name) {
   return nullptr;
 }
 
-bool is_python_kernel(const std::string& name) { return name.rfind("py:", 0) == 0; }
-
 // The template's section name of a kernel: its own name, or "py" for every Python kernel (one adapter call for all).
 std::string section_of(const std::string& kernel) { return is_python_kernel(kernel) ? "py" : kernel; }
 

@@ -21,6 +21,8 @@ std::string repro_unsupported_kernel(const std::string& kernel);
 // (paged K/V and a KV-cache append outside the Python adapters, non-contiguous K/V strides, a backward over pages or a
 // cache), or a dense kernel given sequences of different lengths.
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel);
+// Whether `kernel` is a Python kernel's name (py:...), resolved through the Python bridge.
+inline bool is_python_kernel(const std::string& kernel) { return kernel.rfind("py:", 0) == 0; }
 // Whether a fixture records a failure (fail, error, crash or timeout): what a reproducer reproduces.
 inline bool records_a_failure(const Expectation& e) {
   return e.verdict != VerdictKind::kPass && e.verdict != VerdictKind::kUnsupported;
