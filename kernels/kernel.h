@@ -52,6 +52,12 @@ class Kernel {
   // Where the kernel computes: "cpu" or "cuda" (what `flashcheck list --json` reports as "device").
   virtual std::string_view device() const { return "cpu"; }
   virtual void run_device(const device::DeviceCase& in, device::DeviceOutput& out);
+  // The device path of a backward (grad-conformance on the GPU): dQ, dK and dV of a backward case whose inputs and dO
+  // are on the device, written into the out() of three device buffers, in GradBuffer's layouts. Kernels that say
+  // has_device_backward() implement it; the others take the host path. Throws on failure.
+  virtual bool has_device_backward() const { return false; }
+  virtual void run_backward_device(const device::DeviceCase& in, device::DeviceOutput& dq, device::DeviceOutput& dk,
+                                   device::DeviceOutput& dv);
   // After a failed or finished run: a description of a sticky device error (the CUDA context is then
   // unusable and the process must record its case and exit), or "".
   virtual std::string sticky_error() const { return ""; }

@@ -12,6 +12,11 @@ void Kernel::run_device(const device::DeviceCase&, device::DeviceOutput&) {
   throw std::logic_error(std::string(name()) + " does not run on the device");
 }
 
+void Kernel::run_backward_device(const device::DeviceCase&, device::DeviceOutput&, device::DeviceOutput&,
+                                 device::DeviceOutput&) {
+  throw std::logic_error(std::string(name()) + " has no backward on the device");
+}
+
 void Kernel::run_backward(const KernelCase&, const CaseTensors&, const OutputBuffer&, GradBuffer&) {
   throw std::logic_error(std::string(name()) + " has no backward");
 }

@@ -11,27 +11,14 @@
 #include "core/device/device_memory.h"
 #include "kernels/devices.h"
 #include "kernels/kernel.h"
+#include "properties/varied_device_cases.h"
 
 namespace flashcheck {
 namespace {
 
 // Varied varlen cases, different in size so that the threads' cases overlap at different stages.
 std::vector<KernelCase> varied_cases() {
-  std::vector<KernelCase> cases;
-  for (int i = 0; i < 48; ++i) {
-    KernelCase c;
-    c.kv_heads = 1 + i % 4;
-    c.heads = c.kv_heads * (1 + i % 3);
-    c.head_dim = c.v_head_dim = i % 2 ? 128 : 64;
-    c.dtype = i % 5 ? DType::kBF16 : DType::kF16;
-    c.causal = i % 3 != 0;
-    for (int b = 0; b <= i % 4; ++b) {
-      const std::int64_t q = 1 + (37 * i + 101 * b) % 700;
-      c.seqs.push_back({.q_len = q, .k_len = q + (13 * i + b) % 200});
-    }
-    c.data.seed = 1000 + static_cast<std::uint64_t>(i);
-    cases.push_back(c);
-  }
+  std::vector<KernelCase> cases = varied_device_cases(48, 700);
   // FA2's window defect (fixtures/found/flash-window-more-queries-than-keys.json): must fail on every thread.
   KernelCase bad;
   bad.dtype = DType::kF16;

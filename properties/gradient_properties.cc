@@ -30,6 +30,7 @@
 #include "reference/host/attention.h"
 #include "reference/host/gradients.h"
 #if defined(FLASHCHECK_HAVE_CUDA)
+#include "properties/grad_conformance_device.h"
 #include "reference/device/gradients.h"
 #endif
 
@@ -48,10 +49,23 @@ using detail::run_backward;
 struct ReferenceGradients {
   GradientResult truth, lowp;
 };
+// FLASHCHECK_GRAD_REFERENCE=host: the fp64 gradients and their baseline from the host's reference, for every kernel
+// (the switch for comparing the two references); it implies the host path below.
+bool host_reference_asked() {
+  const char* where = std::getenv("FLASHCHECK_GRAD_REFERENCE");
+  return where && std::string_view(where) == "host";
+}
+
+// FLASHCHECK_GRAD_PATH=host: grad-conformance of a CUDA kernel through the host's tensors, with the device reference
+// (the switch for comparing the two paths, and the way back if the device path misbehaves).
+bool host_path_asked() {
+  const char* path = std::getenv("FLASHCHECK_GRAD_PATH");
+  return host_reference_asked() || (path && std::string_view(path) == "host");
+}
+
 ReferenceGradients reference_gradients(const Kernel& k, const KernelCase& c, const CaseTensors& t) {
 #if defined(FLASHCHECK_HAVE_CUDA)
-  const char* where = std::getenv("FLASHCHECK_GRAD_REFERENCE");
-  if (k.device() == "cuda" && !(where && std::string_view(where) == "host"))
+  if (k.device() == "cuda" && !host_reference_asked())
     return {device::device_gradients(c, t), device::device_low_precision_gradients(c, t)};
 #else
   (void)k;
@@ -110,6 +124,10 @@ class GradConformance : public GradientProperty {
   // Staged for `bench --pass backward` (properties/stage_profile.h); the kernel's stage holds its forward, which a flash
   // backward needs (its output and LSE), and the copies of its gradients to the host.
   void judge_case(Kernel& k, const KernelCase& c, Verdict& v) const override {
+#if defined(FLASHCHECK_HAVE_CUDA)
+    // The device path: nothing but the statistics crosses to the host (properties/grad_conformance_device.h).
+    if (k.has_device_backward() && !host_path_asked()) return check_grad_conformance_device(k, c, v);
+#endif
     if (stage_profile().on) ++stage_profile().cases;
     std::optional<CaseTensors> t;
     {

@@ -16,6 +16,7 @@ namespace {
 std::vector<std::int64_t> shape_of(const KernelCase& c, const CaseGeometry& g, TensorId t, bool is_new) {
   const std::int64_t dim = t == TensorId::kV ? c.v_head_dim : c.head_dim;
   if (t == TensorId::kQ) return {g.q_rows, c.heads, c.head_dim};
+  if (t == TensorId::kDO) return {g.q_rows, c.heads, c.v_head_dim};
   if (is_new) return {g.total_new, c.kv_heads, dim};
   if (c.kv_storage == KvStorage::kPaged) return {g.num_pages, c.paging.page_size, c.kv_heads, dim};
   return {g.kv_rows, c.kv_heads, dim};
@@ -145,8 +146,8 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     f.dst = dst;
     f.rows = reinterpret_cast<const RowSource*>(base_ + rows_at);
     f.n_rows = static_cast<std::int64_t>(n_rows);
-    f.heads = static_cast<std::uint32_t>(t == TensorId::kQ ? c_.heads : c_.kv_heads);
-    f.dim = static_cast<std::uint32_t>(t == TensorId::kV ? c_.v_head_dim : c_.head_dim);
+    f.heads = static_cast<std::uint32_t>(t == TensorId::kQ || t == TensorId::kDO ? c_.heads : c_.kv_heads);
+    f.dim = static_cast<std::uint32_t>(t == TensorId::kV || t == TensorId::kDO ? c_.v_head_dim : c_.head_dim);
     f.id = t;
     f.scale = t == TensorId::kQ ? c_.data.q_scale : t == TensorId::kK ? c_.data.k_scale : c_.data.v_scale;
     f.onehot = t == TensorId::kV && c_.data.v_onehot;
@@ -160,7 +161,8 @@ DeviceCase::DeviceCase(const KernelCase& c, const std::string& slot) : c_(c), sl
     in_.k_new = make("k_new", TensorId::kK, true, st.new_rows, st.n_new, 0.0f);
     in_.v_new = make("v_new", TensorId::kV, true, st.new_rows, st.n_new, 0.0f);
   }
-  fill_tensors(fills, n_fills, c_.data, c_.dtype);
+  if (c_.backward()) in_.dout = make("dout", TensorId::kDO, false, st.q_rows, st.n_q, poison);
+  fill_tensors(fills, n_fills, c_.data, c_.dtype, c_.backward() ? *c_.dout : DoutRecipe{});
   finite_ = recipe_is_finite(c_);
   check_last("materialize on device");
 }
@@ -181,6 +183,7 @@ DeviceCase::DeviceCase(const KernelCase& c, const CaseTensors& t, const std::str
   in_.v = up("v", t.v);
   in_.k_new = up("k_new", t.k_new);
   in_.v_new = up("v_new", t.v_new);
+  in_.dout = up("dout", t.dout);
 }
 
 CaseTensors DeviceCase::download() const {
@@ -197,6 +200,7 @@ CaseTensors DeviceCase::download() const {
     down(t.k_new, in_.k_new, shape_of(c_, g_, TensorId::kK, true));
     down(t.v_new, in_.v_new, shape_of(c_, g_, TensorId::kV, true));
   }
+  down(t.dout, in_.dout, shape_of(c_, g_, TensorId::kDO, false));
   t.block_table = block_table(c_);
   return t;
 }

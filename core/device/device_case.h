@@ -24,6 +24,7 @@ struct DeviceInputs {
   const float* v = nullptr;
   const float* k_new = nullptr;
   const float* v_new = nullptr;
+  const float* dout = nullptr;                // backward cases: dO (q_rows, H, dv), poison in slack rows
   const std::int32_t* block_table = nullptr;  // (B, max_blocks) row-major, -1 padded
   std::int32_t max_blocks = 0;
   const DeviceSeq* seqs = nullptr;            // (B)

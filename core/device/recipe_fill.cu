@@ -31,6 +31,7 @@ struct FillArgs {
   Distribution dist;
   std::uint64_t seed;
   DType dt;
+  DoutRecipe dout;
 };
 
 // Every element of every tensor of a case, grid-stride over one flat index. Within a tensor all index
@@ -50,9 +51,10 @@ __global__ void fill_tensors_kernel(FillArgs a) {
     const RowSource src = f.rows[row];
     float value = f.fill;
     if (src.b >= 0) {
-      const auto pos = static_cast<std::uint32_t>(src.pos);
-      value = round_to_float(a.dt, f.onehot ? onehot_value(pos, ch, f.dim)
-                                            : recipe_value(a.dist, a.seed, f.id, f.scale, static_cast<std::uint32_t>(src.b), pos, h, ch));
+      const auto pos = static_cast<std::uint32_t>(src.pos), b = static_cast<std::uint32_t>(src.b);
+      value = round_to_float(a.dt, f.id == TensorId::kDO ? dout_value(a.dout, a.seed, b, pos, h, ch, f.dim)
+                                   : f.onehot        ? onehot_value(pos, ch, f.dim)
+                                                     : recipe_value(a.dist, a.seed, f.id, f.scale, b, pos, h, ch));
     }
     f.dst[local] = value;
   }
@@ -62,8 +64,8 @@ unsigned blocks_for(std::uint64_t n) { return static_cast<unsigned>(std::min<std
 
 }  // namespace
 
-void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt) {
-  if (n < 0 || n > kMaxTensorFills) throw std::invalid_argument("fill_tensors: at most 5 tensors");
+void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt, const DoutRecipe& dout) {
+  if (n < 0 || n > kMaxTensorFills) throw std::invalid_argument("fill_tensors: at most 6 tensors");
   FillArgs a{};
   a.n = 0;
   std::uint64_t total = 0;
@@ -81,6 +83,7 @@ void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt)
   a.dist = r.dist;
   a.seed = r.seed;
   a.dt = dt;
+  a.dout = dout;
   fill_tensors_kernel<<<blocks_for(total), 256, 0, harness_stream()>>>(a);
   check(cudaGetLastError(), "fill_tensors launch");
 }

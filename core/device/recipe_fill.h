@@ -36,12 +36,13 @@ struct TensorFill {
   bool onehot = false;
   float fill = 0.0f;
 };
-inline constexpr int kMaxTensorFills = 5;  // q, k, v, k_new, v_new
+inline constexpr int kMaxTensorFills = 6;  // q, k, v, k_new, v_new, dout
 
 // Fills the `n` (<= kMaxTensorFills) tensors of a case with one launch: a case's input generation is one
 // kernel whatever its layout, instead of a poison pass and a recipe pass per tensor. Each tensor must have
-// fewer than 2^32 elements (checked).
-void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt);
+// fewer than 2^32 elements (checked). A tensor with id TensorId::kDO takes its values from `dout` (core/recipe.h
+// dout_value), as the host's materialize does.
+void fill_tensors(const TensorFill* fills, int n, const DataRecipe& r, DType dt, const DoutRecipe& dout = {});
 
 // Host convenience for tests: the same rows, generated on the GPU and copied back.
 std::vector<float> recipe_rows_via_device(const DataRecipe& r, TensorId t, double scale, DType dt, std::uint32_t b,

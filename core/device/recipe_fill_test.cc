@@ -65,6 +65,14 @@ TEST(DeviceRecipeGpu, WholeCasesHaveTheHostsBitsInOneLaunch) {
   clean.data.poison = false;
   clean.dtype = DType::kF32;
   cases.push_back(clean);
+  // Backward cases: dO beside Q, K and V, from its own recipe (normal, rows of zeros, one-hot), slack rows poisoned.
+  for (DoutKind kind : {DoutKind::kNormal, DoutKind::kZeroRows, DoutKind::kOneHot}) {
+    KernelCase bw = packed;
+    bw.seqs = {{.q_len = 9, .k_len = 11}, {.q_len = 1, .k_len = 300}};
+    bw.dtype = kind == DoutKind::kOneHot ? DType::kF32 : DType::kBF16;
+    bw.dout = DoutRecipe{.kind = kind, .scale = 0.5};
+    cases.push_back(bw);
+  }
   for (const KernelCase& c : cases) {
     ASSERT_TRUE(validate(c).empty());
     const CaseTensors host = materialize(c);
@@ -74,6 +82,7 @@ TEST(DeviceRecipeGpu, WholeCasesHaveTheHostsBitsInOneLaunch) {
     expect_same_bits(host.v, dev.v, "v");
     expect_same_bits(host.k_new, dev.k_new, "k_new");
     expect_same_bits(host.v_new, dev.v_new, "v_new");
+    expect_same_bits(host.dout, dev.dout, "dout");
   }
 }
 

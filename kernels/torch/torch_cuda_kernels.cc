@@ -39,7 +39,7 @@ using torch_cuda::write_lse;
 using torch_cuda::write_out;
 
 // A backward call's inputs on the device: q (q_rows, H, d), k and v (kv_rows, Hk, d | dv), dO (q_rows, H, dv),
-// contiguous, in the case's dtype.
+// contiguous, in the case's dtype; from the host's tensors or from a case generated on the device.
 struct BackwardInputs {
   at::Tensor q, k, v, dout;
 };
@@ -47,17 +47,61 @@ BackwardInputs backward_inputs(const KernelCase& c, const CaseTensors& in) {
   const auto up = [&](const HostTensor& t) { return torch_bridge::from_values(t.data, t.shape, c.dtype).to(at::kCUDA); };
   return {up(in.q), up(in.k), up(in.v), up(in.dout)};
 }
+BackwardInputs backward_inputs(const device::DeviceCase& dc) {
+  const KernelCase& c = dc.kcase();
+  const CaseGeometry& g = dc.geometry();
+  const at::ScalarType dt = torch_bridge::scalar_type(c.dtype);
+  const device::DeviceInputs& in = dc.inputs();
+  return {torch_cuda::view(in.q, {g.q_rows, c.heads, c.head_dim}).to(dt),
+          torch_cuda::view(in.k, {g.kv_rows, c.kv_heads, c.head_dim}).to(dt),
+          torch_cuda::view(in.v, {g.kv_rows, c.kv_heads, c.v_head_dim}).to(dt),
+          torch_cuda::view(in.dout, {g.q_rows, c.heads, c.v_head_dim}).to(dt)};
+}
 
-// The gradients (any dtype) into the harness's buffers: dq (q_rows, H, d), dk and dv (kv_rows, Hk, d | dv).
-void write_gradients(const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv, GradBuffer& grads) {
-  for (const auto& [t, dst, n] : {std::tuple{&dq, grads.dq(), grads.dq_elems()}, std::tuple{&dk, grads.dk(), grads.dk_elems()},
-                                  std::tuple{&dv, grads.dv(), grads.dv_elems()}}) {
+// A backward's gradients (any dtype): dq (q_rows, H, d), dk and dv (kv_rows, Hk, d | dv).
+struct Gradients {
+  at::Tensor dq, dk, dv;
+};
+
+void expect_elements(const at::Tensor& t, std::int64_t n) {
+  if (t.numel() != n)
+    throw std::runtime_error(fmt::format("the backward returned {} gradient values where {} were expected", t.numel(), n));
+}
+
+// Into the harness's host buffers.
+void write_gradients(const Gradients& g, GradBuffer& grads) {
+  for (const auto& [t, dst, n] : {std::tuple{&g.dq, grads.dq(), grads.dq_elems()}, std::tuple{&g.dk, grads.dk(), grads.dk_elems()},
+                                  std::tuple{&g.dv, grads.dv(), grads.dv_elems()}}) {
+    expect_elements(*t, n);
     const std::vector<float> v = torch_bridge::to_values(*t);
-    if (static_cast<std::int64_t>(v.size()) != n)
-      throw std::runtime_error(fmt::format("the backward returned {} gradient values where {} were expected", v.size(), n));
     std::copy(v.begin(), v.end(), dst);
   }
 }
+
+// Into the harness's device buffers, as float32, without leaving the device.
+void write_gradients(const Gradients& g, device::DeviceOutput& dq, device::DeviceOutput& dk, device::DeviceOutput& dv) {
+  for (const auto& [t, dst] : {std::pair{&g.dq, &dq}, std::pair{&g.dk, &dk}, std::pair{&g.dv, &dv}}) {
+    expect_elements(*t, dst->out_elems());
+    torch_cuda::view(dst->out(), {dst->out_elems()}).copy_(t->reshape({-1}));
+  }
+}
+
+// An aten op adapter with a backward: the op's gradients of one case, from the host's tensors (run_backward) or from a
+// case on the device (run_backward_device, grad-conformance's device path), written where each path keeps them.
+class AtenBackwardKernel : public DeviceKernel {
+ public:
+  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+    write_gradients(gradients(c, backward_inputs(c, in)), grads);
+  }
+  bool has_device_backward() const override { return true; }
+  void run_backward_device(const device::DeviceCase& dc, device::DeviceOutput& dq, device::DeviceOutput& dk,
+                           device::DeviceOutput& dv) override {
+    write_gradients(gradients(dc.kcase(), backward_inputs(dc)), dq, dk, dv);
+  }
+
+ private:
+  virtual Gradients gradients(const KernelCase& c, BackwardInputs x) const = 0;
+};
 
 // dK or dV of the repeated KV heads (rows, H, d) summed over each group to the case's KV heads (rows, Hk, d).
 at::Tensor sum_groups(const at::Tensor& g, std::int64_t kv_heads) {
@@ -169,7 +213,7 @@ Contract flash_contract(bool varlen, bool deterministic) {
   return k;
 }
 
-class FlashForward : public DeviceKernel {
+class FlashForward : public AtenBackwardKernel {
  public:
   FlashForward(bool varlen, bool deterministic)
       : varlen_(varlen), deterministic_(deterministic), contract_(flash_contract(varlen, deterministic)) {}
@@ -220,18 +264,16 @@ class FlashForward : public DeviceKernel {
     write_lse(lse.permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
   }
 
+ private:
   // The op's backward needs its own forward's logsumexp and rng state, which the harness's buffer does not hold in
   // the op's layout: the forward runs again on the device, then the backward.
-  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer& fwd, GradBuffer& grads) override {
-    if (deterministic_) with_deterministic_algorithms([&] { backward(c, in, grads); });
-    else backward(c, in, grads);
-    (void)fwd;
+  Gradients gradients(const KernelCase& c, BackwardInputs x) const override {
+    if (deterministic_) return with_deterministic_algorithms([&] { return backward(c, x); });
+    return backward(c, x);
   }
 
- private:
-  void backward(const KernelCase& c, const CaseTensors& in, GradBuffer& grads) {
+  Gradients backward(const KernelCase& c, const BackwardInputs& x) const {
     const FlashArgs a = flash_args(c);
-    const BackwardInputs x = backward_inputs(c, in);
     std::optional<std::int64_t> wl, wr;
     if (a.window_left >= 0) wl = a.window_left;
     if (a.window_right >= 0) wr = a.window_right;
@@ -242,8 +284,7 @@ class FlashForward : public DeviceKernel {
                                                                       std::nullopt, std::nullopt);
       auto [dq, dk, dv] = at::_flash_attention_backward(x.dout, x.q, x.k, x.v, o, lse, cq, ck, a.max_seqlen_q,
                                                         a.max_seqlen_k, 0.0, c.causal, rng, unused, c.softmax_scale(), wl, wr);
-      write_gradients(dq, dk, dv, grads);
-      return;
+      return {dq, dk, dv};
     }
     const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len;
     const at::Tensor qd = x.q.view({B, Lq, c.heads, c.head_dim}), god = x.dout.view({B, Lq, c.heads, c.v_head_dim});
@@ -254,8 +295,8 @@ class FlashForward : public DeviceKernel {
     const at::Tensor none;
     auto [dq, dk, dv] = at::_flash_attention_backward(god, qd, kd, vd, o, lse, none, none, Lq, Lk, 0.0, c.causal, rng,
                                                       unused, c.softmax_scale(), wl, wr);
-    write_gradients(dq.reshape({-1, c.heads, c.head_dim}), dk.reshape({-1, c.kv_heads, c.head_dim}),
-                    dv.reshape({-1, c.kv_heads, c.v_head_dim}), grads);
+    return {dq.reshape({-1, c.heads, c.head_dim}), dk.reshape({-1, c.kv_heads, c.head_dim}),
+            dv.reshape({-1, c.kv_heads, c.v_head_dim})};
   }
 
   bool varlen_, deterministic_;
@@ -306,7 +347,7 @@ at::Tensor varlen_lse(const at::Tensor& lse, const KernelCase& c, const CaseGeom
   return rows.empty() ? lse.new_empty({0, c.heads}) : at::cat(rows, 0);
 }
 
-class EfficientForward : public DeviceKernel {
+class EfficientForward : public AtenBackwardKernel {
  public:
   explicit EfficientForward(bool varlen) : varlen_(varlen), contract_(efficient_contract(varlen)) {}
   std::string_view name() const override { return varlen_ ? "efficient-fwd-varlen" : "efficient-fwd-dense"; }
@@ -362,9 +403,9 @@ class EfficientForward : public DeviceKernel {
     write_lse(lse.narrow(2, 0, Lq).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
   }
 
-  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
+ private:
+  Gradients gradients(const KernelCase& c, BackwardInputs x) const override {
     const FlashArgs a = flash_args(c);
-    BackwardInputs x = backward_inputs(c, in);
     const std::int64_t Hk = c.kv_heads;
     if (Hk != c.heads) {
       x.k = x.k.repeat_interleave(c.heads / Hk, 1);
@@ -399,15 +440,14 @@ class EfficientForward : public DeviceKernel {
       dk = std::get<1>(r).reshape({-1, c.heads, c.head_dim});
       dv = std::get<2>(r).reshape({-1, c.heads, c.v_head_dim});
     }
-    write_gradients(dq, sum_groups(dk, Hk), sum_groups(dv, Hk), grads);
+    return {dq, sum_groups(dk, Hk), sum_groups(dv, Hk)};
   }
 
- private:
   bool varlen_;
   Contract contract_;
 };
 
-class CudnnForward : public DeviceKernel {
+class CudnnForward : public AtenBackwardKernel {
  public:
   CudnnForward() {
     Contract& k = contract_;
@@ -452,8 +492,8 @@ class CudnnForward : public DeviceKernel {
     write_lse(lse.reshape({B, c.heads, Lq}).permute({0, 2, 1}).reshape({g.total_q, c.heads}), out);
   }
 
-  void run_backward(const KernelCase& c, const CaseTensors& in, const OutputBuffer&, GradBuffer& grads) override {
-    BackwardInputs x = backward_inputs(c, in);
+ private:
+  Gradients gradients(const KernelCase& c, BackwardInputs x) const override {
     const std::int64_t B = c.batch(), Lq = c.seqs[0].q_len, Lk = c.seqs[0].k_len, Hk = c.kv_heads;
     if (Hk != c.heads) {
       x.k = x.k.repeat_interleave(c.heads / Hk, 1);
@@ -471,12 +511,11 @@ class CudnnForward : public DeviceKernel {
     const at::Tensor none;
     auto [dq, dk, dv] = at::_cudnn_attention_backward(dout, q, k, v, o, std::get<1>(fwd), std::get<6>(fwd), std::get<7>(fwd),
                                                       none, none, none, Lq, Lk, 0.0, c.causal, c.softmax_scale());
-    write_gradients(dq.transpose(1, 2).reshape({-1, c.heads, c.head_dim}),
-                    sum_groups(dk.transpose(1, 2).reshape({-1, c.heads, c.head_dim}), Hk),
-                    sum_groups(dv.transpose(1, 2).reshape({-1, c.heads, c.v_head_dim}), Hk), grads);
+    return {dq.transpose(1, 2).reshape({-1, c.heads, c.head_dim}),
+            sum_groups(dk.transpose(1, 2).reshape({-1, c.heads, c.head_dim}), Hk),
+            sum_groups(dv.transpose(1, 2).reshape({-1, c.heads, c.v_head_dim}), Hk)};
   }
 
- private:
   Contract contract_;
 };
 

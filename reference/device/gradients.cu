@@ -468,10 +468,11 @@ struct Prepared {
   std::size_t cells = 0, dq_n = 0, dk_n = 0, dv_n = 0;  // (row, head) cells; gradient elements
 };
 
-Prepared prepare(const KernelCase& c, const CaseTensors& t, const DeviceCase& dc, const std::string& slot) {
+Prepared prepare(const DeviceCase& dc, const std::string& slot) {
+  const KernelCase& c = dc.kcase();
   if (!c.backward() || c.kv_storage != KvStorage::kPacked || c.kv_cache)
     throw std::invalid_argument("device gradients need a backward case with packed K/V and no cache");
-  if (t.dout.empty()) throw std::invalid_argument("device gradients need the case's dout tensor");
+  if (!dc.inputs().dout) throw std::invalid_argument("device gradients need the case's dout tensor");
   if (c.head_dim > 32 * kMaxPerLane || c.v_head_dim > 32 * kMaxPerLane)
     throw std::invalid_argument("device gradients: head dims above 512 are not supported");
   const CaseGeometry& g = dc.geometry();
@@ -479,9 +480,7 @@ Prepared prepare(const KernelCase& c, const CaseTensors& t, const DeviceCase& dc
   Prepared r;
   Params& p = r.p;
   p.in = dc.inputs();
-  auto* dout = slot_of<float>(slot + ".dout", t.dout.data.size());
-  copy_to_device(dout, t.dout.data.data(), t.dout.data.size() * sizeof(float));
-  p.dout = dout;
+  p.dout = dc.inputs().dout;
   std::vector<std::int32_t> key_seq(static_cast<std::size_t>(g.kv_rows), -1);
   for (std::size_t b = 0; b < g.seqs.size(); ++b)
     for (std::int64_t j = 0; j < g.seqs[b].lk; ++j)
@@ -526,12 +525,8 @@ std::vector<double> fetch(const T* src, std::size_t n) {
   return std::vector<double>(host.begin(), host.end());
 }
 
-}  // namespace
-
-GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
-  const DeviceCase dc(c, t, slot + ".in");
-  Prepared pr = prepare(c, t, dc, slot);
-  Params& p = pr.p;
+// The truth's arrays in slots of `slot`, computed.
+void run_truth(Params& p, const Prepared& pr, const std::string& slot) {
   p.truth_rows = slot_of<TruthRow>(slot + ".rows", pr.cells);
   p.ref_dq = zeroed<double>(slot + ".dq", pr.dq_n);
   p.dq_noise = zeroed<double>(slot + ".dq_noise", pr.dq_n);
@@ -543,6 +538,23 @@ GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const
   p.dv_noise = zeroed<double>(slot + ".dv_noise", pr.dv_n);
   p.dv_terms = zeroed<double>(slot + ".dv_terms", pr.dv_n);
   dispatch<LaunchTruth>(p);
+}
+
+void run_baseline(Params& p, const Prepared& pr, const std::string& slot) {
+  p.base_rows = slot_of<BaselineRow>(slot + ".rows", pr.cells);
+  p.bdq = zeroed<float>(slot + ".dq", pr.dq_n);
+  p.bdk = zeroed<float>(slot + ".dk", pr.dk_n);
+  p.bdv = zeroed<float>(slot + ".dv", pr.dv_n);
+  dispatch<LaunchBaseline>(p);
+}
+
+}  // namespace
+
+GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
+  const DeviceCase dc(c, t, slot + ".in");
+  Prepared pr = prepare(dc, slot);
+  Params& p = pr.p;
+  run_truth(p, pr, slot);
   check_last("device gradients", true);
   GradientResult r;
   r.dq = fetch(p.ref_dq, pr.dq_n);
@@ -559,18 +571,28 @@ GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const
 
 GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
   const DeviceCase dc(c, t, slot + ".in");
-  Prepared pr = prepare(c, t, dc, slot);
+  Prepared pr = prepare(dc, slot);
   Params& p = pr.p;
-  p.base_rows = slot_of<BaselineRow>(slot + ".rows", pr.cells);
-  p.bdq = zeroed<float>(slot + ".dq", pr.dq_n);
-  p.bdk = zeroed<float>(slot + ".dk", pr.dk_n);
-  p.bdv = zeroed<float>(slot + ".dv", pr.dv_n);
-  dispatch<LaunchBaseline>(p);
+  run_baseline(p, pr, slot);
   check_last("device gradient baseline", true);
   GradientResult r;
   r.dq = fetch(p.bdq, pr.dq_n);
   r.dk = fetch(p.bdk, pr.dk_n);
   r.dv = fetch(p.bdv, pr.dv_n);
+  return r;
+}
+
+DeviceGradientReference device_reference_gradients(const DeviceCase& dc, const std::string& slot) {
+  Prepared truth = prepare(dc, slot + ".truth");
+  run_truth(truth.p, truth, slot + ".truth");
+  Prepared base = prepare(dc, slot + ".base");
+  run_baseline(base.p, base, slot + ".base");
+  check_last("device gradient reference");
+  DeviceGradientReference r;
+  r.truth = {truth.p.ref_dq, truth.p.ref_dk, truth.p.ref_dv};
+  r.noise = {truth.p.dq_noise, truth.p.dk_noise, truth.p.dv_noise};
+  r.terms = {truth.p.dq_terms, truth.p.dk_terms, truth.p.dv_terms};
+  r.baseline = {base.p.bdq, base.p.bdk, base.p.bdv};
   return r;
 }
 

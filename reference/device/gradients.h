@@ -7,9 +7,11 @@
 // reference/gradient_agreement.h. Host-callable, no CUDA headers.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "core/case_tensors.h"
+#include "core/device/device_case.h"
 #include "core/kernel_case.h"
 
 namespace flashcheck::device {
@@ -19,5 +21,14 @@ namespace flashcheck::device {
 GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot = "grad.truth");
 GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t,
                                               const std::string& slot = "grad.baseline");
+
+// The same two for a case whose inputs, dO included, are already on the device (DeviceCase), kept there: the
+// device path of grad-conformance compares a kernel's gradients with them without a copy to the host. Device
+// pointers in GradientResult's packed layouts, [0] dQ, [1] dK, [2] dV; valid until the slots are reused.
+struct DeviceGradientReference {
+  std::array<const double*, 3> truth{}, noise{}, terms{};
+  std::array<const float*, 3> baseline{};
+};
+DeviceGradientReference device_reference_gradients(const DeviceCase& dc, const std::string& slot = "grad.ref");
 
 }  // namespace flashcheck::device

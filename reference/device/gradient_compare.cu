@@ -1,0 +1,357 @@
+#include "reference/device/gradient_compare.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+
+#include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
+#include "core/portable.h"
+#include "core/tolerance.h"
+
+namespace flashcheck::device {
+namespace {
+
+constexpr int kThreads = 256;
+// Blocks of the element passes: enough to fill an H200 many times over; their partials are reduced by one block in
+// a fixed order, so the sums are the same every run.
+constexpr long long kMaxBlocks = 1024;
+
+// A row of the tensor: its span (-1: not defined) and its index within the span.
+struct RowInfo {
+  int span;
+  int local;
+};
+
+// What a thread, a block and finally the whole tensor has seen in the first pass. No member initializers: a
+// __shared__ array of it must be trivially constructible (nothing() gives the start).
+struct Partial {
+  double err_sum, base_sum, mean_floor_sum, spacing_sum, floor_max, base_max, worst_err;
+  long long worst_at;  // flat index of the worst element; LLONG_MAX while worst_err is -1
+  unsigned long long compared, sampled, nonfinite;
+
+  __host__ __device__ static Partial nothing() {
+    Partial p{};
+    p.worst_err = -1;
+    p.worst_at = LLONG_MAX;
+    return p;
+  }
+
+  // Sums add; maxima as the host's std::max (no NaN reaches them); the worst is the largest error, on ties the
+  // smallest index: the host's first in (span, row, head, channel) order, since the spans increase.
+  __device__ void merge(const Partial& o) {
+    err_sum += o.err_sum;
+    base_sum += o.base_sum;
+    mean_floor_sum += o.mean_floor_sum;
+    spacing_sum += o.spacing_sum;
+    floor_max = tolerance::math::max(floor_max, o.floor_max);
+    base_max = tolerance::math::max(base_max, o.base_max);
+    if (o.worst_err > worst_err || (o.worst_err == worst_err && o.worst_at < worst_at)) {
+      worst_err = o.worst_err;
+      worst_at = o.worst_at;
+    }
+    compared += o.compared;
+    sampled += o.sampled;
+    nonfinite += o.nonfinite;
+  }
+};
+
+// Everything that comes back, in one copy.
+struct Acc {
+  Partial total;
+  double floor, bound;     // floor_max + extra, k_max * base_max + floor: computed on the device for the second pass
+  double worst_values[3];  // got, truth, baseline at the worst element
+  unsigned long long mismatches, content_cells;
+};
+
+struct Args {
+  const float* got;
+  const double* truth;
+  const float* base;
+  const double* noise;  // may be null
+  const double* terms;  // may be null
+  const RowInfo* rows;
+  long long first, last;  // the flat elements [first, last) cover every defined row
+  long long cell_dim;     // heads * dim: elements per row
+  long long dim;
+  DType dt;
+  int mantissa_bits, min_normal_exp;
+  double unit_roundoff, extra, k_max;
+  Partial* partials;
+  Acc* acc;
+};
+
+// core/compare_gradients.cc's beyond_range: a truth past the dtype's range met by the dtype's largest value (or
+// infinity) of its sign is not judged.
+__device__ bool beyond_range(DType dt, double truth, double out) {
+  const double rounded = round_to(dt, truth);
+  if (!isinf(rounded) || !isfinite(truth)) return false;
+  return (out > 0) == (truth > 0) && fabs(out) >= detail::format_of(dt).max_finite;
+}
+
+// core/compare.cc's rounding_floor.
+__device__ double rounding_floor(const Args& a, double truth) {
+  return tolerance::spacing(truth, a.mantissa_bits, a.min_normal_exp);
+}
+
+__device__ bool defined(const Args& a, long long at) { return a.rows[at / a.cell_dim].span >= 0; }
+
+// Reduces the block's Partials in shared memory (a fixed tree) into sh[0].
+__device__ void block_merge(Partial* sh) {
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x].merge(sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+}
+
+// First pass: compare_gradient's loop, element by element, into one Partial per block.
+__global__ void stats_kernel(Args a) {
+  Partial p = Partial::nothing();
+  const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+  for (long long at = a.first + static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; at < a.last; at += stride) {
+    if (!defined(a, at)) continue;
+    const double o = a.got[at], r = a.truth[at], b = a.base[at];
+    ++p.compared;
+    if (beyond_range(a.dt, r, o)) continue;
+    double e = fabs(o - r);
+    if (!isfinite(o) || !isfinite(r)) {
+      ++p.nonfinite;
+      e = INFINITY;
+    }
+    const double term = a.terms ? a.terms[at] : 0.0;
+    const double sp = rounding_floor(a, a.terms ? tolerance::math::max(fabs(r), term) : r);
+    double be = fabs(b - r);
+    if (!isfinite(be)) be = tolerance::overflowed_baseline_error(sp);
+    const double nz = a.noise ? a.noise[at] : 0.0;
+    p.floor_max = tolerance::math::max(p.floor_max, tolerance::max_floor(sp, nz));
+    p.base_max = tolerance::math::max(p.base_max, be);
+    if (r != 0.0 || (a.terms && term != 0.0)) {
+      ++p.sampled;
+      p.mean_floor_sum += tolerance::grad_mean_floor(rounding_floor(a, r), a.unit_roundoff, term, fabs(r), nz);
+      p.spacing_sum += sp;
+      p.err_sum += isfinite(e) ? e : 0.0;
+      p.base_sum += be;
+    }
+    if (e > p.worst_err) {  // the thread visits its elements in increasing order: ties keep the first
+      p.worst_err = e;
+      p.worst_at = at;
+    }
+  }
+  __shared__ Partial sh[kThreads];
+  sh[threadIdx.x] = p;
+  __syncthreads();
+  block_merge(sh);
+  if (threadIdx.x == 0) a.partials[blockIdx.x] = sh[0];
+}
+
+// One block: the partials in a fixed order, then the floor and bound of the second pass and the values at the worst
+// element.
+__global__ void total_kernel(Args a, int blocks) {
+  Partial p = Partial::nothing();
+  for (int i = static_cast<int>(threadIdx.x); i < blocks; i += kThreads) p.merge(a.partials[i]);
+  __shared__ Partial sh[kThreads];
+  sh[threadIdx.x] = p;
+  __syncthreads();
+  block_merge(sh);
+  if (threadIdx.x != 0) return;
+  Acc& acc = *a.acc;
+  acc.total = sh[0];
+  // The host's cmp.floor = floor_max + extra; cmp.bound = k_max * base_max + floor, each operation rounded (no FMA).
+  acc.floor = portable::add(sh[0].floor_max, a.extra);
+  acc.bound = portable::add(portable::mul(a.k_max, sh[0].base_max), acc.floor);
+  if (sh[0].worst_err >= 0) {
+    const long long w = sh[0].worst_at;
+    acc.worst_values[0] = a.got[w];
+    acc.worst_values[1] = a.truth[w];
+    acc.worst_values[2] = a.base[w];
+  }
+}
+
+__device__ unsigned long long warp_sum(unsigned long long x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Second pass: the elements over the bound (NaN counts), the beyond-range ones skipped. Integer atomics: the count
+// does not depend on their order.
+__global__ void mismatch_kernel(Args a) {
+  const double bound = a.acc->bound;
+  unsigned long long n = 0;
+  const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+  for (long long at = a.first + static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; at < a.last; at += stride) {
+    if (!defined(a, at)) continue;
+    const double o = a.got[at], r = a.truth[at];
+    if (beyond_range(a.dt, r, o)) continue;
+    n += fabs(o - r) <= bound ? 0 : 1;
+  }
+  n = warp_sum(n);
+  if (threadIdx.x % 32 == 0 && n) atomicAdd(&a.acc->mismatches, n);
+}
+
+// mean_cells_of: one warp per (row, head) cell, lanes over the channels; a cell counts when any element has a nonzero
+// truth or terms.
+__global__ void cells_kernel(const double* truth, const double* terms, const RowInfo* rows, long long first_cell,
+                             long long last_cell, long long heads, long long dim, unsigned long long* count) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32;
+  const long long stride = static_cast<long long>(gridDim.x) * kWarps;
+  unsigned long long n = 0;
+  for (long long cell = first_cell + static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32; cell < last_cell;
+       cell += stride) {
+    if (rows[cell / heads].span < 0) continue;  // the same for every lane of the warp
+    bool content = false;
+    for (long long x = lane; x < dim && !content; x += 32) {
+      const long long at = cell * dim + x;
+      content = truth[at] != 0.0 || (terms && terms[at] != 0.0);
+    }
+    n += __any_sync(0xffffffffu, content) ? 1 : 0;
+  }
+  if (lane == 0 && n) atomicAdd(count, n);
+}
+
+// The row map of the spans, checked: the non-empty ones increasing, disjoint, within [0, rows) (an empty span defines
+// nothing, wherever it lies).
+std::vector<RowInfo> row_map(const DeviceGradientTensor& t) {
+  if (t.rows < 0 || t.heads < 0 || t.dim < 0) throw std::invalid_argument("device_compare_gradient: negative shape");
+  if (t.rows > INT_MAX || t.spans.size() > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument("device_compare_gradient: more rows than the row map holds");
+  std::vector<RowInfo> map(static_cast<std::size_t>(t.rows), RowInfo{-1, 0});
+  std::int64_t previous_end = 0;
+  for (std::size_t s = 0; s < t.spans.size(); ++s) {
+    const RowSpan& span = t.spans[s];
+    if (span.end == span.begin) continue;
+    if (span.begin < previous_end || span.end < span.begin || span.end > t.rows)
+      throw std::invalid_argument("device_compare_gradient: " + t.name + "'s spans are not increasing, disjoint rows");
+    for (std::int64_t row = span.begin; row < span.end; ++row)
+      map[static_cast<std::size_t>(row)] = RowInfo{static_cast<int>(s), static_cast<int>(row - span.begin)};
+    previous_end = span.end;
+  }
+  return map;
+}
+
+// The flat elements [first, last) from the first defined row to the end of the last (empty when none is defined).
+struct Extent {
+  long long first = 0, last = 0;
+};
+Extent extent_of(const DeviceGradientTensor& t) {
+  Extent e;
+  bool any = false;
+  for (const RowSpan& span : t.spans) {
+    if (span.end == span.begin) continue;
+    if (!any) e.first = span.begin;
+    e.last = span.end;
+    any = true;
+  }
+  const long long cell_dim = t.heads * t.dim;
+  if (!any || cell_dim == 0) return {};
+  return {e.first * cell_dim, e.last * cell_dim};
+}
+
+unsigned blocks_for(long long work, long long per_block) {
+  return static_cast<unsigned>(std::min((work + per_block - 1) / per_block, kMaxBlocks));
+}
+
+// Uploads the row map (one slot, no allocation once it is large enough).
+const RowInfo* upload(const std::vector<RowInfo>& map) {
+  RowInfo* rows = slot_of<RowInfo>("gradient_compare.rows", map.size());
+  copy_to_device(rows, map.data(), map.size() * sizeof(RowInfo));
+  return rows;
+}
+
+void launch_cells(const DeviceGradientTensor& t, const RowInfo* rows, const Extent& e, unsigned long long* count) {
+  const long long first_cell = e.first / t.dim, last_cell = e.last / t.dim;
+  cells_kernel<<<blocks_for(last_cell - first_cell, kThreads / 32), kThreads, 0, harness_stream()>>>(
+      t.truth, t.terms, rows, first_cell, last_cell, t.heads, t.dim, count);
+}
+
+}  // namespace
+
+std::int64_t device_mean_cells(const DeviceGradientTensor& t) {
+  const std::vector<RowInfo> map = row_map(t);
+  const Extent e = extent_of(t);
+  if (e.last == e.first) return 0;
+  if (!t.truth) throw std::invalid_argument("device_mean_cells: " + t.name + " has no truth");
+  const RowInfo* rows = upload(map);
+  auto* count = slot_of<unsigned long long>("gradient_compare.cells", 1);
+  check(cudaMemsetAsync(count, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+  launch_cells(t, rows, e, count);
+  check_last("device mean cells");
+  unsigned long long n = 0;
+  copy_to_host(&n, count, sizeof n);
+  return static_cast<std::int64_t>(n);
+}
+
+Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientTensor& t, double k_max,
+                                   std::int64_t mean_cells) {
+  const std::vector<RowInfo> map = row_map(t);
+  const Extent e = extent_of(t);
+  const detail::FloatFormat f = detail::format_of(dt);
+  const double extra = tolerance::grad_extra_floor(softcap);
+  Acc acc{};
+  acc.total = Partial::nothing();
+  acc.floor = 0.0 + extra;
+  acc.bound = k_max * 0.0 + acc.floor;  // exact either way: the product is 0 (or NaN)
+  if (e.last > e.first) {
+    if (!t.got || !t.truth || !t.baseline)
+      throw std::invalid_argument("device_compare_gradient: " + t.name + " lacks got, truth or baseline");
+    Args a{};
+    a.got = t.got;
+    a.truth = t.truth;
+    a.base = t.baseline;
+    a.noise = t.noise;
+    a.terms = t.terms;
+    a.rows = upload(map);
+    a.first = e.first;
+    a.last = e.last;
+    a.cell_dim = t.heads * t.dim;
+    a.dim = t.dim;
+    a.dt = dt;
+    a.mantissa_bits = f.mantissa_bits;
+    a.min_normal_exp = f.min_normal_exp;
+    a.unit_roundoff = std::ldexp(1.0, -(f.mantissa_bits + 1));
+    a.extra = extra;
+    a.k_max = k_max;
+    a.partials = slot_of<Partial>("gradient_compare.partials", static_cast<std::size_t>(kMaxBlocks));
+    a.acc = slot_of<Acc>("gradient_compare.acc", 1);
+    check(cudaMemsetAsync(a.acc, 0, sizeof(Acc), harness_stream()), "cudaMemsetAsync");
+    const unsigned blocks = blocks_for(e.last - e.first, kThreads);
+    stats_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
+    total_kernel<<<1, kThreads, 0, harness_stream()>>>(a, static_cast<int>(blocks));
+    mismatch_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
+    if (mean_cells > 0) launch_cells(t, a.rows, e, &a.acc->content_cells);
+    check_last("device compare gradient");
+    copy_to_host(&acc, a.acc, sizeof acc);
+  }
+  // From here on compare_gradient's epilogue, on the statistics of the device.
+  const Partial& p = acc.total;
+  Comparison cmp;
+  cmp.tensor = t.name;
+  cmp.compared = static_cast<std::int64_t>(p.compared);
+  cmp.nonfinite = static_cast<std::int64_t>(p.nonfinite);
+  cmp.mismatches = static_cast<std::int64_t>(acc.mismatches);
+  cmp.base_max = p.base_max;
+  cmp.floor = acc.floor;
+  cmp.bound = acc.bound;
+  cmp.err_max = p.worst_err < 0 ? 0.0 : p.worst_err;
+  if (p.worst_err >= 0) {
+    const std::int64_t at = p.worst_at, cell_dim = t.heads * t.dim;
+    const RowInfo& row = map[static_cast<std::size_t>(at / cell_dim)];
+    cmp.worst = ElementLoc{row.span, (at % cell_dim) / t.dim, row.local, at % t.dim, acc.worst_values[0],
+                           acc.worst_values[1], acc.worst_values[2]};
+  }
+  const double n = static_cast<double>(std::max<std::int64_t>(static_cast<std::int64_t>(p.sampled), 1));
+  const std::int64_t cells = std::min(mean_cells, static_cast<std::int64_t>(acc.content_cells));
+  cmp.err_mean = cmp.nonfinite ? INFINITY : p.err_sum / n;
+  cmp.base_mean = p.base_sum / n;
+  cmp.mean_bound = mean_cells > 0 ? tolerance::kMean * cmp.base_mean +
+                                        tolerance::mean_check_floor(p.mean_floor_sum / n, p.spacing_sum / n,
+                                                                    static_cast<long long>(std::max<std::int64_t>(cells, 1))) +
+                                        extra
+                                  : INFINITY;
+  return cmp;
+}
+
+}  // namespace flashcheck::device
