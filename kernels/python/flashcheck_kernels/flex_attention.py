@@ -52,6 +52,14 @@ CONTRACT = {
               "causal and windows: mask_mod on positions within the document (bottom-right unless top-left)",
               "softcap: score_mod tanh; GQA: enable_gqa=True",
               "paged K/V: torch's PagedAttention helper (experimental), queries batched, pages of 128 x n keys"],
+    # The compiled backward (Inductor's flex_attention_backward template) through autograd of the same call: one
+    # program per KV block sums dK/dV over the query heads of its group and the query blocks, with no atomics
+    # (torch/_inductor/kernel/flex/templates/flex_backwards.py.jinja), hence bitwise reproducible.
+    "backward": {"deterministic": True,
+                 "notes": ["torch's autograd through the adapter's compiled call (Inductor's flex_attention_backward "
+                           "kernel)",
+                           "dK/dV of a KV head are summed over its group inside the kernel; the adapter's folding, "
+                           "padding and page pool are differentiable copies"]},
 }
 
 _MIN_KEY_ROWS = 2 * 128 + 1  # more than two of flex_attention's default 128-row blocks: never one block
@@ -145,7 +153,8 @@ def _call(q4, k4, v4, score_mod, block_mask, args, config, decoding):
         _compiled.clear()
         _shapes_seen.clear()
         o, aux = run()
-    graph = config + (q4.shape[-2] == 1, q4.shape[-2] <= 128, decoding)  # Dynamo's specializations (module notes)
+    # Dynamo's specializations (module notes); a call whose inputs require gradients is a training graph of its own.
+    graph = config + (q4.shape[-2] == 1, q4.shape[-2] <= 128, decoding, q4.requires_grad)
     if graph not in _shapes_seen:
         if q4.is_cuda:
             torch.cuda.synchronize()
@@ -310,6 +319,8 @@ def attention_cpu(q, k, v, out, lse, args):
     attention(q, k, v, out, lse, args)
 
 
+attention.backward = "autograd"
+# No backward: flex_attention raises "FlexAttention does not support backward on CPU" (torch 2.11).
 attention_cpu.contract = dict(
-    CONTRACT, device="cpu", dtypes=["fp32"],
+    {key: value for key, value in CONTRACT.items() if key != "backward"}, device="cpu", dtypes=["fp32"],
     summary="this adapter on the CPU (Dynamo's eager backend: flex_attention's unfused path), to test the adapter")
