@@ -11,12 +11,16 @@
 #                              campaign-gpus (default: all), and sanitize (not in the default: compute-sanitizer over
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
+#   GPU_SANITIZE_PARTS="..."   which of the sanitize stage's parts run: harness (the harness's own kernels), forward, backward
+#                              (memcheck over conformance and over grad-conformance cases of every CUDA kernel; default all three)
 #   GPU_BENCH_IN_FLIGHT="..."  the --in-flight counts the bench stage measures besides 1 (default "2 4 8")
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
 #   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and py-campaign (Python kernels
 #   at volume, FlexAttention, FlashAttention-4 and FlashInfer: GPU_PY_SECONDS and GPU_PY_LARGE_SECONDS per kernel, GPU_PY_WORKERS
 #   sharing the GPU, GPU_PY_DTYPE and GPU_PY_HEAD_DIM narrow the configurations they compile, GPU_PY_KERNELS picks, GPU_PY_SEED
-#   seeds the campaigns: the same seed and output folder resume one).
+#   seeds the campaigns: the same seed and output folder resume one; GPU_PY_PROPERTIES, default all, and
+#   GPU_PY_LARGE_PROPERTIES, default conformance, the properties of the default-size and realistic campaigns, and
+#   GPU_PY_WARMUP_PROPERTY, default conformance, the warm-up's: grad-conformance compiles the backward too).
 #   FLASHCHECK_WHEEL_DIR=DIR   Python wheels to install first (build/site, on PYTHONPATH), and flashinfer-aot*.tar.xz
 #                              (FlashInfer modules compiled off the node, tools/wheels/flashinfer_aot.py); a wheel too large for one
 #                              transfer may come as NAME.whl.part-NN pieces (split -d), joined here, or as NAME.whl.tar.xz
@@ -38,7 +42,7 @@
 #   the pytest suite (the CPU CI runs it too)
 #   repro (not in the default): `flashcheck repro` scripts of every fixtures/found/ finding on a CUDA kernel or a
 #   Python kernel, run with this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict
-#   line); the Python kernels' packages come from FLASHCHECK_WHEEL_DIR
+#   line); the Python kernels' packages come from FLASHCHECK_WHEEL_DIR; GPU_REPRO_FIXTURES (globs) narrows the fixtures
 #   false-alarms-cuda (not in the default): every CUDA kernel under every property (forward, gradient, integration and
 #   integration-sdpa), and the forward properties at volume, two campaigns sharing the GPU for GPU_FA_SECONDS (default
 #   480) with a fresh seed (GPU_FA_SEED, default the time); GPU_FA_DIR keeps them for a later call to resume (issue 29,
@@ -325,23 +329,29 @@ if has sanitize; then
     case $rc in 0|1) ;; *) status=1 ;; esac
     row "sanitize $label" "exit $rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error:' "$log" | tail -1)"
   }
+  parts=" ${GPU_SANITIZE_PARTS:-harness forward backward} "
   for t in core_device_test reference_device_test; do
+    [[ $parts == *" harness "* ]] || break
     x=$(exe "$t")
     [ -n "$x" ] || { row "sanitize $t" "FAILED (no executable)"; status=1; continue; }
     san "memcheck $t" memcheck "$x"
     san "racecheck $t" racecheck "$x"
   done
-  san "memcheck device-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 40 --seed 31 --no-isolate --out "$out/sanitize-found"
-  san "racecheck device-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 10 --seed 31 --no-isolate --out "$out/sanitize-found"
+  if [[ $parts == *" harness "* ]]; then
+    san "memcheck device-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 40 --seed 31 --no-isolate --out "$out/sanitize-found"
+    san "racecheck device-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 10 --seed 31 --no-isolate --out "$out/sanitize-found"
+    san "memcheck device-gradient-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-gradient-reference \
+      --cases 20 --seed 33 --no-isolate --out "$out/sanitize-found"
+  fi
   for k in "${cuda_kernels[@]}"; do
-    san "memcheck $k" memcheck "$flashcheck" fuzz --kernel "$k" --property conformance --cases "${GPU_SANITIZE_CASES:-24}" \
-      --seed 2031 --no-isolate --out "$out/sanitize-found"
+    [[ $parts == *" forward "* ]] &&
+      san "memcheck $k" memcheck "$flashcheck" fuzz --kernel "$k" --property conformance --cases "${GPU_SANITIZE_CASES:-24}" \
+        --seed 2031 --no-isolate --out "$out/sanitize-found"
     # And its backward, where the contract has one (grad-conformance is not applicable otherwise: exit 0, no cases).
-    san "memcheck $k backward" memcheck "$flashcheck" fuzz --kernel "$k" --property grad-conformance \
-      --cases "${GPU_SANITIZE_CASES:-24}" --seed 2032 --no-isolate --out "$out/sanitize-found"
+    [[ $parts == *" backward "* ]] &&
+      san "memcheck $k backward" memcheck "$flashcheck" fuzz --kernel "$k" --property grad-conformance \
+        --cases "${GPU_SANITIZE_CASES:-24}" --seed 2032 --no-isolate --out "$out/sanitize-found"
   done
-  san "memcheck device-gradient-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-gradient-reference \
-    --cases 20 --seed 33 --no-isolate --out "$out/sanitize-found"
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
 fi
 
@@ -498,14 +508,18 @@ if has py-campaign; then
     start=$(date +%s)
     fc list --kernel "$k" > "$out/py-$slug-contract.txt" 2>&1 || { row "$slug" "not listed: $(tail -1 "$out/py-$slug-contract.txt")"; status=1; continue; }
     if [ "${GPU_PY_WARMUP_CASES:-64}" -gt 0 ]; then  # 0: the campaign's workers compile side by side instead
-      fc fuzz --kernel "$k" --property conformance "${narrow[@]}" --cases "${GPU_PY_WARMUP_CASES:-64}" --timeout 600 --seed 2040 \
+      fc fuzz --kernel "$k" --property "${GPU_PY_WARMUP_PROPERTY:-conformance}" "${narrow[@]}" --cases "${GPU_PY_WARMUP_CASES:-64}" --timeout 600 --seed 2040 \
         --out "$out/py-$slug-found" --json > "$out/py-$slug-warmup.json" 2> "$out/py-$slug-warmup.err"
       row "$slug warm-up (compiles)" "$(( $(date +%s) - start )) s: $(tail -1 "$out/py-$slug-warmup.err" | cut -c1-120)"
     fi
     start=$(date +%s)
-    fc campaign --kernel "$k" --property all "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed "$py_seed" \
+    props=()
+    for p in ${GPU_PY_PROPERTIES:-all}; do props+=(--property "$p"); done
+    fc campaign --kernel "$k" "${props[@]}" "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_SECONDS:-120}" --seed "$py_seed" \
       --out "$out/py-$slug-default" > "$out/py-$slug-default.log" 2>&1
-    fc campaign --kernel "$k" --property conformance "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_LARGE_SECONDS:-60}" \
+    props=()
+    for p in ${GPU_PY_LARGE_PROPERTIES:-conformance}; do props+=(--property "$p"); done
+    fc campaign --kernel "$k" "${props[@]}" "${narrow[@]}" "${workers[@]}" --time "${GPU_PY_LARGE_SECONDS:-60}" \
       --max-len 4096 --max-heads 32 --work-budget 3e10 --seed $(( py_seed + 10 )) --out "$out/py-$slug-realistic" > "$out/py-$slug-realistic.log" 2>&1
     fc merge "$out/py-$slug-default" "$out/py-$slug-realistic" --out "$out/py-$slug-merged" --no-html > "$out/py-$slug-merge.log" 2>&1
     row "$slug campaign" "$(grep -m1 'cases from' "$out/py-$slug-merged/summary.md") $(head -1 "$out/py-$slug-merged/summary.md" | sed 's/.*: //') ($(( $(date +%s) - start )) s)"
@@ -560,14 +574,17 @@ if has repro; then
   # scripts embed the adapter and need the kernel's package (FLASHCHECK_WHEEL_DIR), else they exit 2.
   mkdir -p "$out/repro"
   reproduced=0 total=0
-  for f in fixtures/found/*.json; do
-    read -r -a py_kernels < <(python3 -c '
+  # Only the pairs a fixture records a failure of (one Python call per fixture instead of a `flashcheck repro` per
+  # kernel: a repro call starts LibTorch), and of those the kernels this node has: its CUDA kernels and the Python ones.
+  # GPU_REPRO_FIXTURES (globs) narrows the fixtures.
+  for f in ${GPU_REPRO_FIXTURES:-fixtures/found/*.json}; do
+    read -r -a failing < <(python3 -c '
 import json, sys
 f = json.load(open(sys.argv[1]))
 bad = {"fail", "error", "crash", "timeout"}
-print(" ".join(sorted({k for c in f.get("cases", []) for k, e in c.get("expect", {}).items()
-                       if k.startswith("py:") and e.get("verdict") in bad})))' "$f")
-    for k in "${cuda_kernels[@]}" "${py_kernels[@]}"; do
+print(" ".join(sorted({k for c in f.get("cases", []) for k, e in c.get("expect", {}).items() if e.get("verdict") in bad})))' "$f")
+    for k in "${failing[@]}"; do
+      [[ $k == py:* || " ${cuda_kernels[*]} " == *" $k "* ]] || continue
       name=$(basename "$f" .json)-${k//[:.]/-}
       fc repro "$f" --kernel "$k" --out "$out/repro/$name" > "$out/repro/$name.gen.log" 2>&1 || continue
       total=$((total + 1))

@@ -19,10 +19,10 @@ passed=0 failed=0
 # expect NAME CODE PATTERN -- command...: the command must exit with CODE and print PATTERN.
 expect() {
   local name=$1 code=$2 pattern=$3; shift 4
-  local rc=0
+  local rc=0 start=$SECONDS
   "$@" > "$work/$name.log" 2>&1 || rc=$?
   if [ "$rc" = "$code" ] && grep -qE -- "$pattern" "$work/$name.log"; then
-    echo "[plugins] ok    $name (exit $rc)"; passed=$((passed + 1))
+    echo "[plugins] ok    $name (exit $rc, $(( SECONDS - start )) s)"; passed=$((passed + 1))
   else
     echo "[plugins] FAIL  $name: exit $rc, wanted $code and /$pattern/"; tail -30 "$work/$name.log"; failed=$((failed + 1))
   fi
