@@ -6,9 +6,9 @@ namespace flashcheck {
 
 GradBuffer::GradBuffer(const KernelCase& c) {
   const CaseGeometry g = geometry(c);
-  dq_ = PoisonedArray(g.q_rows * c.heads * c.head_dim, c.heads * c.head_dim + 64);
-  dk_ = PoisonedArray(g.kv_rows * c.kv_heads * c.head_dim, c.kv_heads * c.head_dim + 64);
-  dv_ = PoisonedArray(g.kv_rows * c.kv_heads * c.v_head_dim, c.kv_heads * c.v_head_dim + 64);
+  dq_ = PoisonedArray(g.q_rows * c.heads * c.head_dim, grad_canary_margin(c.heads, c.head_dim));
+  dk_ = PoisonedArray(g.kv_rows * c.kv_heads * c.head_dim, grad_canary_margin(c.kv_heads, c.head_dim));
+  dv_ = PoisonedArray(g.kv_rows * c.kv_heads * c.v_head_dim, grad_canary_margin(c.kv_heads, c.v_head_dim));
 }
 
 void GradBuffer::poison() {

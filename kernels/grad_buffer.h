@@ -11,6 +11,10 @@
 
 namespace flashcheck {
 
+// The canary margin on each side of a gradient buffer whose rows hold `heads` x `dim` elements: one row plus 64
+// elements (the host's GradBuffer and the device path's buffers alike).
+inline std::int64_t grad_canary_margin(std::int64_t heads, std::int64_t dim) { return heads * dim + 64; }
+
 class GradBuffer {
  public:
   // For a validated backward case: dq (q_rows, H, d), dk (kv_rows, Hk, d), dv (kv_rows, Hk, dv), each framed by one

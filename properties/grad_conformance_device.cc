@@ -12,6 +12,7 @@
 #include "core/device/device_output.h"
 #include "core/tolerance.h"
 #include "kernels/device_errors.h"
+#include "kernels/grad_buffer.h"
 #include "properties/stage_profile.h"
 #include "reference/device/gradient_compare.h"
 #include "reference/device/gradients.h"
@@ -25,10 +26,9 @@ class Stage : public ScopedStage {
   explicit Stage(const char* name) : ScopedStage(name, &device::synchronize) {}
 };
 
-// A gradient buffer as GradBuffer frames it on the host: one row of the tensor plus 64 elements of canaries on
-// each side, poisoned.
+// A gradient buffer framed as GradBuffer frames it on the host, poisoned.
 device::DeviceOutput gradient_buffer(std::int64_t rows, std::int64_t heads, std::int64_t dim, const char* slot) {
-  return device::DeviceOutput(rows * heads * dim, 0, heads * dim + 64, slot);
+  return device::DeviceOutput(rows * heads * dim, 0, grad_canary_margin(heads, dim), slot);
 }
 
 }  // namespace
