@@ -49,6 +49,9 @@
 #   item 9: every finding is a false alarm or a kernel bug to analyse)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
+#   tc-gradients (not in the default): the tensor-core gradient reference (reference/device/gradients_tc.cu, taken only
+#   under FLASHCHECK_REFERENCE=tc-gradients until it has passed here): its GPU tests, the device-gradient-reference
+#   property over GPU_TC_GRAD_CASES generated cases (default 10^4), and `bench --pass backward` with it and without
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -418,6 +421,25 @@ if has backward-race; then
   for k in ${GPU_RACE_KERNELS:-}; do race_kernels+=(--kernel "$k"); done
   fc replay "${race_kernels[@]}" fixtures/stress/backward-race.json > "$out/backward-race.txt" 2>&1 || status=1
   row "backward races (fixtures/stress)" "$(tail -1 "$out/backward-race.txt") ($(( $(date +%s) - start )) s)"
+fi
+
+if has tc-gradients; then
+  x=$(exe reference_device_test)
+  if FLASHCHECK_REFERENCE=tc-gradients "$x" --gtest_filter='TcGradientsGpu.*' > "$out/tc-gradients-test.log" 2>&1; then
+    row "test TcGradientsGpu" "$(grep -E '^\[  PASSED' "$out/tc-gradients-test.log")"
+  else row "test TcGradientsGpu" "FAILED ($(grep -c '^\[  FAILED' "$out/tc-gradients-test.log") lines)"; status=1; fi
+  start=$(date +%s)
+  FLASHCHECK_REFERENCE=tc-gradients fc fuzz --kernel tiled-cpu --property device-gradient-reference \
+    --cases "${GPU_TC_GRAD_CASES:-10000}" --seed 27 --out "$out/tc-grad-refcheck" > "$out/tc-grad-refcheck.txt" 2>&1 || status=1
+  row "tc gradients vs host fp64" "$(grep -E ' cases in ' "$out/tc-grad-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
+  for ref in tc-gradients fp64; do
+    FLASHCHECK_REFERENCE=$([ $ref = fp64 ] || echo tc-gradients) FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
+      --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-$ref.txt" 2>&1
+    row "bench backward ($ref)" "$(grep ' cases/s ' "$out/tc-bench-$ref.txt" | tail -1)"
+  done
+  FLASHCHECK_REFERENCE=tc-gradients fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 \
+    --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1
+  row "bench backward realistic (tc)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/tc-bench-realistic.txt")"
 fi
 
 if has bench-backward; then

@@ -107,9 +107,10 @@ class DeviceGradientReferenceAgreement : public Property {
       v.reason = "harness error: device-gradient-reference needs a backward case (a \"dout\" recipe)";
     } else {
       const CaseTensors t = materialize(c);
-      v.reason = reference::gradient_disagreement(c, reference::host_gradients(c, t), reference::low_precision_gradients(c, t),
-                                                  device::device_gradients(c, t, "refcheck.grad.truth"),
-                                                  device::device_low_precision_gradients(c, t, "refcheck.grad.baseline"));
+      const device::DeviceGradients dg = device::device_gradients_and_baseline(c, t, "refcheck.grad");
+      v.reason = reference::gradient_disagreement(
+          c, reference::host_gradients(c, t), reference::low_precision_gradients(c, t), dg.truth, dg.baseline,
+          dg.tensor_cores ? reference::GradientAccuracy::kFp32 : reference::GradientAccuracy::kFp64);
       v.kind = v.reason.empty() ? VerdictKind::kPass : VerdictKind::kFail;
     }
     v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -65,8 +65,10 @@ bool host_path_asked() {
 
 ReferenceGradients reference_gradients(const Kernel& k, const KernelCase& c, const CaseTensors& t) {
 #if defined(FLASHCHECK_HAVE_CUDA)
-  if (k.device() == "cuda" && !host_reference_asked())
-    return {device::device_gradients(c, t), device::device_low_precision_gradients(c, t)};
+  if (k.device() == "cuda" && !host_reference_asked()) {
+    device::DeviceGradients g = device::device_gradients_and_baseline(c, t);
+    return {std::move(g.truth), std::move(g.baseline)};
+  }
 #else
   (void)k;
 #endif

@@ -96,8 +96,19 @@ std::string baseline_scale_disagreement(DType dt, const char* name, const std::v
 }  // namespace
 
 std::string gradient_disagreement(const KernelCase& c, const GradientResult& ht, const GradientResult& hb,
-                                  const GradientResult& dt, const GradientResult& db) {
+                                  const GradientResult& dt, const GradientResult& db, GradientAccuracy accuracy) {
   constexpr double kTiny = std::numeric_limits<double>::min();
+  const bool fp64 = accuracy == GradientAccuracy::kFp64;
+  const double noise_weight = fp64 ? 1.0 : tolerance::kNoiseLambda;
+  const int value_bits = fp64 ? 36 : 24, estimate_bits = fp64 ? 24 : 5;
+  // At fp32 accuracy, also 2^-40 of the tensor's largest magnitude: the tensor-core kernels' bf16 pieces of a tiny
+  // weight (below 2^-126, or squared below it) leave bf16's normal range, where tensor cores flush them.
+  auto underflow = [&](const std::vector<double>& v) {
+    double most = 0;
+    for (double x : v)
+      if (std::isfinite(x)) most = std::max(most, std::fabs(x));
+    return fp64 ? 0.0 : std::ldexp(most, -40);
+  };
   const std::vector<double>* noise[] = {&ht.dq_noise, &ht.dk_noise, &ht.dv_noise};
   const Part truths[] = {{"dq", ht.dq, dt.dq}, {"dk", ht.dk, dt.dk}, {"dv", ht.dv, dt.dv}};
   const Part noises[] = {{"dq noise", ht.dq_noise, dt.dq_noise}, {"dk noise", ht.dk_noise, dt.dk_noise}, {"dv noise", ht.dv_noise, dt.dv_noise},
@@ -107,15 +118,18 @@ std::string gradient_disagreement(const KernelCase& c, const GradientResult& ht,
     const std::vector<double>& n = *noise[i];
     if (n.size() != truths[i].host.size()) return fmt::format("host {} has no sensitivities", truths[i].name);
     const std::vector<double>& h = truths[i].host;
+    const double slack = underflow(h) + kTiny;
     if (std::string why = first_beyond("reference", truths[i], [&](std::size_t at) {
-          return std::ldexp(n[at] + std::fabs(h[at]), -36) + kTiny;
+          return std::ldexp(noise_weight * n[at] + std::fabs(h[at]), -value_bits) + slack;
         }); !why.empty())
       return why;
   }
-  for (const Part& p : noises)
-    if (std::string why = first_beyond("reference", p, [&](std::size_t at) { return std::ldexp(std::fabs(p.host[at]), -24) + kTiny; });
+  for (const Part& p : noises) {
+    const double slack = underflow(p.host) + kTiny;
+    if (std::string why = first_beyond("reference", p, [&](std::size_t at) { return std::ldexp(std::fabs(p.host[at]), -estimate_bits) + slack; });
         !why.empty())
       return why;
+  }
   // The baselines as the rule uses them: each gradient's largest and mean error against the truth, which scale the
   // bound (core/compare_gradients.cc). Element by element they may differ by far more: a dtype computation's
   // intermediates round at ties of two summation orders, and with softcap one ulp of a saturated tanh moves

@@ -70,6 +70,27 @@ TEST(GradientAgreement, SensitivityMovedFails) {
   EXPECT_NE(gradient_disagreement(x.c, x.truth, x.base, moved, x.base).find("dv noise"), std::string::npos);
 }
 
+// At fp32 accuracy (the tensor-core reference) the values may move by u (8 sensitivity + magnitude), u = 2^-24, and
+// the sensitivities and terms by 2^-5 relative; past either the judge names the element.
+TEST(GradientAgreement, Fp32AccuracyHasItsOwnBounds) {
+  const Computed x;
+  GradientResult moved = x.truth;
+  const std::size_t at = largest(moved.dk);
+  const double unit = std::ldexp(8 * x.truth.dk_noise[at] + std::fabs(x.truth.dk[at]), -24);
+  moved.dk[at] += 0.9 * unit;
+  moved.dv_noise[largest(moved.dv_noise)] *= 1.03;
+  moved.dq_terms[largest(moved.dq_terms)] *= 0.97;
+  EXPECT_EQ(gradient_disagreement(x.c, x.truth, x.base, moved, x.base, GradientAccuracy::kFp32), "");
+  EXPECT_NE(gradient_disagreement(x.c, x.truth, x.base, moved, x.base), "") << "past fp64's bounds";
+  moved.dk[at] += 0.2 * unit;
+  EXPECT_NE(gradient_disagreement(x.c, x.truth, x.base, moved, x.base, GradientAccuracy::kFp32).find("reference dk element"),
+            std::string::npos);
+  moved = x.truth;
+  moved.dv_noise[largest(moved.dv_noise)] *= 1.04;
+  EXPECT_NE(gradient_disagreement(x.c, x.truth, x.base, moved, x.base, GradientAccuracy::kFp32).find("dv noise"),
+            std::string::npos);
+}
+
 TEST(GradientAgreement, NanAgainstNumberFailsAndNanAgainstNanPasses) {
   const Computed x;
   GradientResult moved = x.truth;

@@ -44,22 +44,14 @@
 #include "core/geometry.h"
 #include "core/tolerance.h"
 #include "reference/device/kv_address.cuh"
+#include "reference/device/tc_mma.cuh"
 
 namespace flashcheck::device {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using namespace tc;  // NOLINT: the building blocks are this file's vocabulary
 
-constexpr int kM = 64;  // query rows per block, 16 per warp
-constexpr int kN = 64;  // keys per tile
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-// bf16 of padding per shared-memory row: with head dims that are multiples of 16, every row stride is an
-// odd multiple of 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks.
-constexpr int kPad = 8;
 constexpr int kMaxDim = 256;
-constexpr unsigned kAbsMask = 0x7fff7fffu;  // clears the signs of a bf16 pair
-static_assert(kM == kN, "one tile loader serves Q and the key tiles");
 
 struct TcParams {
   KvLayout kv;  // the fp32 inputs: the empty-row conventions read V there
@@ -72,6 +64,7 @@ struct TcParams {
   int win_left, win_right;
   EmptyRow empty_row;
   DeviceResult truth, base;
+  TcRowStats* stats;  // optional: pass 1's figures per (row, head), for the gradient reference
 };
 
 // Shared memory: the block's Q rows, then two stages of two key-tile slots (K and K', K and V, K' and V).
@@ -83,39 +76,7 @@ __host__ __device__ inline int smem_bytes(int d, int dv, int w) {
   return 2 * (kM * (d + kPad) + 4 * kN * slot_ld(d, dv, w));
 }
 
-// ---- PTX wrappers (sm_80+) -------------------------------------------------------------------------
-__device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-// 16 bytes from global to shared memory; with `valid` false, 16 zero bytes (src is not read).
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
-__device__ inline void ldsm_x4(unsigned (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ inline void ldsm_x4_trans(unsigned (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-// c += a.b for one 16 x 8 tile, k = 16.
-__device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ inline unsigned pack(bf16 lo, bf16 hi) {
-  return static_cast<unsigned>(__bfloat16_as_ushort(lo)) | (static_cast<unsigned>(__bfloat16_as_ushort(hi)) << 16);
-}
-__device__ inline float rd(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
 // ---- The arithmetic of the SIMT kernels ------------------------------------------------------------
-__device__ inline float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
 // kSoftcap is a template parameter: tanhf inlined at every logit of the unrolled tiles would double the
 // kernel's code, and on the H200 the first version of this kernel stalled most of its cycles on instruction
 // fetch (ncu: stall_no_inst 58 %, 18,152 instructions). __fmul_rn: never contracted into the subtraction that
@@ -131,60 +92,6 @@ __device__ inline float base_logit(const TcParams& p, float dot) {
   float s = rd(dot);
   if (kSoftcap) s = rd(rd(tanhf(rd(s / p.softcap))) * p.softcap);
   return s;
-}
-// Combines (m, z) of a log-sum-exp: NaN propagates, -inf (no key yet) contributes nothing. Symmetric in
-// its two operands, so the lanes of a quad that merge each other's halves end with the same bits.
-__device__ inline void lse_merge(float& m, float& z, float m2, float z2) {
-  const float mn = nan_max(m, m2);
-  if (mn == -INFINITY) return;
-  const float a = m == -INFINITY ? 0.0f : z * expf(m - mn);
-  const float b = m2 == -INFINITY ? 0.0f : z2 * expf(m2 - mn);
-  m = mn;
-  z = a + b;
-}
-__device__ inline void quad_merge(float& m, float& z) {
-  for (int off = 1; off <= 2; off *= 2) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), z2 = __shfl_xor_sync(0xffffffffu, z, off);
-    lse_merge(m, z, m2, z2);
-  }
-}
-
-// ---- Tiles -----------------------------------------------------------------------------------------
-// Rows j0 .. j0 + 63 of a bf16 matrix (row stride `stride`), `cols` wide, into shared memory (leading
-// dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
-// into an MMA.
-__device__ void load_rows(bf16* dst, int ld, const bf16* src, long long stride, int j0, int end, int cols) {
-  // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
-  const int chunks = cols / 8;
-  for (int r = threadIdx.x / 8; r < kN; r += kThreads / 8) {
-    const bool valid = j0 + r < end;
-    const bf16* row = valid ? src + (j0 + r) * stride : src;
-    for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
-  }
-}
-
-// A warp's 16 x 64 logit tile is float s[8][4]: s[nt] covers keys nt*8 .. nt*8 + 7 of the tile, and in the
-// m16n8 accumulator layout a lane holds rows g, g + 8 and keys 2t, 2t + 1 (g = lane / 4, t = lane % 4).
-__device__ inline void zero(float (&s)[8][4]) {
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
-}
-// s = Q.K^T of this warp's rows (qw) against a key tile kt.
-__device__ void qk(float (&s)[8][4], const bf16* qw, int ld_q, const bf16* kt, int ld, int d, int lane) {
-  zero(s);
-  for (int k0 = 0; k0 < d; k0 += 16) {
-    unsigned a[4];
-    ldsm_x4(a, qw + (lane % 16) * ld_q + k0 + (lane / 16) * 8);
-#pragma unroll
-    for (int pr = 0; pr < 4; ++pr) {
-      unsigned b[4];
-      ldsm_x4(b, kt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
-      mma(s[2 * pr], a, b[0], b[1]);
-      mma(s[2 * pr + 1], a, b[2], b[3]);
-    }
-  }
 }
 // Pass 1's three products in one sweep: the same chains as qk for S and for the baseline's logits.
 __device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], const bf16* qw, int ld_q,
@@ -212,11 +119,6 @@ __device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], cons
     }
   }
 }
-// The V operand of k-step kk (keys kk*16 ..) for output columns cp*16 .. cp*16 + 15 of a tile: v[0] and v[1]
-// for the first half of those columns, v[2] and v[3] for the second.
-__device__ inline void load_v(unsigned (&v)[4], const bf16* vt, int ld, int kk, int cp, int lane) {
-  ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
-}
 
 // What one block works on.
 struct Block {
@@ -234,21 +136,6 @@ __device__ inline void row_range(const TcParams& p, const Block& bk, int r, int&
   if (p.win_right >= 0 && i + bk.s.off + p.win_right + 1 < hi) hi = i + bk.s.off + p.win_right + 1;
 }
 
-// The pipeline of one pass over the key tiles [jlo, jhi): load(stage, j0) issues a tile's copies and
-// body(stage, j0) consumes it while the next tile is in flight.
-template <class Load, class Body>
-__device__ void sweep(int jlo, int jhi, Load load, Body body) {
-  // One call site of each: inlined twice, the tile loader was a seventh of the kernel's code.
-  for (int j0 = jlo - kN, st = 1; j0 < jhi; j0 += kN, st ^= 1) {
-    if (j0 + kN < jhi) load(st ^ 1, j0 + kN);
-    cp_async_commit();
-    if (j0 < jlo) continue;
-    cp_async_wait_all_but_one();
-    __syncthreads();
-    body(st, j0);
-    __syncthreads();
-  }
-}
 
 template <int W, bool kSoftcap>
 __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
@@ -391,6 +278,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
       }
     }
     if (want_base) p.base.lse[cell] = empty ? empty_lse : mb[rr] + logf(zb[rr]);
+    if (p.stats) p.stats[cell] = TcRowStats{m[rr], z[rr], ds[rr], mb[rr], zb[rr]};
   }
 
   // ---- Pass 2: the reference's P.V and the sensitivity, 64 output columns at a time --------------------
@@ -671,7 +559,7 @@ std::string tc_unsupported_reason(const DeviceCase& dc) {
 }
 
 void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const DeviceResult& truth,
-                               const DeviceResult& base) {
+                               const DeviceResult& base, TcRowStats* stats) {
   const KernelCase& c = dc.kcase();
   const CaseGeometry& g = dc.geometry();
   const MaskRule rule = mask_rule(c);
@@ -689,6 +577,7 @@ void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const D
   p.empty_row = empty_row;
   p.truth = truth;
   p.base = base;
+  p.stats = stats;
   std::int64_t blocks = 0, total_k = 0, most_k = 0;
   for (const SeqGeometry& s : g.seqs) {
     blocks += (s.lq + kM - 1) / kM;

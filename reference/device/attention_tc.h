@@ -15,9 +15,16 @@ namespace flashcheck::device {
 // decision. FLASHCHECK_REFERENCE=simt in the environment switches the path off for every case.
 std::string tc_unsupported_reason(const DeviceCase& dc);
 
+// The first pass's figures of one (query row, head): the reference's running max and sum of exponentials (m, z;
+// -inf and 0 for a row without keys), its logit sensitivity (core/tolerance.h logit_sensitivity), and the
+// baseline's max and sum. The gradient reference (gradients_tc.cu) starts from them.
+struct TcRowStats {
+  float m, z, logit_sens, mb, zb;
+};
+
 // Writes the reference into `truth` and the baseline into `base`; a result whose `out` is null is not
-// written. Requires tc_unsupported_reason(dc) == "".
+// written, and `stats`, a device array of (total_q, H), only where given. Requires tc_unsupported_reason(dc) == "".
 void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const DeviceResult& truth,
-                               const DeviceResult& base);
+                               const DeviceResult& base, TcRowStats* stats = nullptr);
 
 }  // namespace flashcheck::device

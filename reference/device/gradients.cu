@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/device/harness_stream.cuh"
 #include "core/geometry.h"
 #include "core/tolerance.h"
+#include "reference/device/gradients_tc.h"
 #include "reference/device/warp_math.cuh"
 #include "reference/key_share.h"
 
@@ -548,41 +550,107 @@ void run_baseline(Params& p, const Prepared& pr, const std::string& slot) {
   dispatch<LaunchBaseline>(p);
 }
 
+// The tensor-core path's arrays, zeroed, in the slots the SIMT path would use, and computed.
+struct TcArrays {
+  TcGradientOutputs out;
+  std::size_t n[3] = {0, 0, 0};
+};
+TcArrays run_tensor_cores(const DeviceCase& dc, const std::string& slot) {
+  const KernelCase& c = dc.kcase();
+  const CaseGeometry& g = dc.geometry();
+  TcArrays a;
+  a.n[0] = static_cast<std::size_t>(g.q_rows * c.heads * c.head_dim);
+  a.n[1] = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.head_dim);
+  a.n[2] = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.v_head_dim);
+  const char* names[3] = {".dq", ".dk", ".dv"};
+  for (int w = 0; w < 3; ++w) {
+    a.out.truth[w] = zeroed<double>(slot + ".truth" + names[w], a.n[w]);
+    a.out.noise[w] = zeroed<double>(slot + ".truth" + names[w] + "_noise", a.n[w]);
+    a.out.terms[w] = zeroed<double>(slot + ".truth" + names[w] + "_terms", a.n[w]);
+    a.out.baseline[w] = zeroed<float>(slot + ".base" + names[w], a.n[w]);
+  }
+  tc_reference_gradients(dc, a.out, slot + ".tc");
+  return a;
+}
+
 }  // namespace
 
-GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
-  const DeviceCase dc(c, t, slot + ".in");
+namespace {
+
+// The reference's three gradients with their sensitivities and terms, or (without truth pointers) the baseline's,
+// copied to the host.
+GradientResult fetch_truth(const std::array<double*, 3>& truth, const std::array<double*, 3>& noise,
+                           const std::array<double*, 3>& terms, const std::array<std::size_t, 3>& n) {
+  GradientResult r;
+  r.dq = fetch(truth[0], n[0]);
+  r.dq_noise = fetch(noise[0], n[0]);
+  r.dq_terms = fetch(terms[0], n[0]);
+  r.dk = fetch(truth[1], n[1]);
+  r.dk_noise = fetch(noise[1], n[1]);
+  r.dk_terms = fetch(terms[1], n[1]);
+  r.dv = fetch(truth[2], n[2]);
+  r.dv_noise = fetch(noise[2], n[2]);
+  r.dv_terms = fetch(terms[2], n[2]);
+  return r;
+}
+GradientResult fetch_baseline(const std::array<float*, 3>& base, const std::array<std::size_t, 3>& n) {
+  GradientResult r;
+  r.dq = fetch(base[0], n[0]);
+  r.dk = fetch(base[1], n[1]);
+  r.dv = fetch(base[2], n[2]);
+  return r;
+}
+
+GradientResult simt_truth(const DeviceCase& dc, const std::string& slot) {
   Prepared pr = prepare(dc, slot);
   Params& p = pr.p;
   run_truth(p, pr, slot);
   check_last("device gradients", true);
-  GradientResult r;
-  r.dq = fetch(p.ref_dq, pr.dq_n);
-  r.dq_noise = fetch(p.dq_noise, pr.dq_n);
-  r.dq_terms = fetch(p.dq_terms, pr.dq_n);
-  r.dk = fetch(p.ref_dk, pr.dk_n);
-  r.dk_noise = fetch(p.dk_noise, pr.dk_n);
-  r.dk_terms = fetch(p.dk_terms, pr.dk_n);
-  r.dv = fetch(p.ref_dv, pr.dv_n);
-  r.dv_noise = fetch(p.dv_noise, pr.dv_n);
-  r.dv_terms = fetch(p.dv_terms, pr.dv_n);
-  return r;
+  return fetch_truth({p.ref_dq, p.ref_dk, p.ref_dv}, {p.dq_noise, p.dk_noise, p.dv_noise},
+                     {p.dq_terms, p.dk_terms, p.dv_terms}, {pr.dq_n, pr.dk_n, pr.dv_n});
 }
 
-GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
-  const DeviceCase dc(c, t, slot + ".in");
+GradientResult simt_baseline(const DeviceCase& dc, const std::string& slot) {
   Prepared pr = prepare(dc, slot);
   Params& p = pr.p;
   run_baseline(p, pr, slot);
   check_last("device gradient baseline", true);
-  GradientResult r;
-  r.dq = fetch(p.bdq, pr.dq_n);
-  r.dk = fetch(p.bdk, pr.dk_n);
-  r.dv = fetch(p.bdv, pr.dv_n);
-  return r;
+  return fetch_baseline({p.bdq, p.bdk, p.bdv}, {pr.dq_n, pr.dk_n, pr.dv_n});
+}
+
+}  // namespace
+
+GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
+  return simt_truth(DeviceCase(c, t, slot + ".in"), slot);
+}
+
+GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
+  return simt_baseline(DeviceCase(c, t, slot + ".in"), slot);
+}
+
+DeviceGradients device_gradients_and_baseline(const KernelCase& c, const CaseTensors& t, const std::string& slot) {
+  const DeviceCase dc(c, t, slot + ".in");
+  if (!tc_gradient_unsupported_reason(dc).empty())
+    return {simt_truth(dc, slot + ".truth"), simt_baseline(dc, slot + ".baseline"), false};
+  const TcArrays a = run_tensor_cores(dc, slot);
+  check_last("device gradients (tensor cores)", true);
+  const std::array<std::size_t, 3> n{a.n[0], a.n[1], a.n[2]};
+  return {fetch_truth(a.out.truth, a.out.noise, a.out.terms, n), fetch_baseline(a.out.baseline, n), true};
 }
 
 DeviceGradientReference device_reference_gradients(const DeviceCase& dc, const std::string& slot) {
+  if (tc_gradient_unsupported_reason(dc).empty()) {
+    const TcArrays a = run_tensor_cores(dc, slot);
+    check_last("device gradient reference (tensor cores)");
+    DeviceGradientReference r;
+    for (int w = 0; w < 3; ++w) {
+      r.truth[w] = a.out.truth[w];
+      r.noise[w] = a.out.noise[w];
+      r.terms[w] = a.out.terms[w];
+      r.baseline[w] = a.out.baseline[w];
+    }
+    return r;
+  }
   Prepared truth = prepare(dc, slot + ".truth");
   run_truth(truth.p, truth, slot + ".truth");
   Prepared base = prepare(dc, slot + ".base");

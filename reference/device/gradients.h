@@ -17,13 +17,22 @@
 namespace flashcheck::device {
 
 // Both need a validated backward case (packed K/V, no cache) and its tensors with dout; they upload the tensors to
-// device slots named after `slot` and return the results on the host, in GradientResult's packed layouts.
+// device slots named after `slot` and return the results on the host, in GradientResult's packed layouts. These two
+// are the fp64 SIMT kernels whatever the case.
 GradientResult device_gradients(const KernelCase& c, const CaseTensors& t, const std::string& slot = "grad.truth");
 GradientResult device_low_precision_gradients(const KernelCase& c, const CaseTensors& t,
                                               const std::string& slot = "grad.baseline");
 
-// The same two for a case whose inputs, dO included, are already on the device (DeviceCase), kept there: the
-// device path of grad-conformance compares a kernel's gradients with them without a copy to the host. Device
+// Both, from the tensor-core reference (gradients_tc.h) where it takes the case and from the two above otherwise;
+// `tensor_cores` says which, since the two are held to different accuracies (reference/gradient_agreement.h).
+struct DeviceGradients {
+  GradientResult truth, baseline;
+  bool tensor_cores = false;
+};
+DeviceGradients device_gradients_and_baseline(const KernelCase& c, const CaseTensors& t, const std::string& slot = "grad");
+
+// The same for a case whose inputs, dO included, are already on the device (DeviceCase), kept there (tensor cores
+// where they take the case): the device path of grad-conformance compares a kernel's gradients with them without a copy to the host. Device
 // pointers in GradientResult's packed layouts, [0] dQ, [1] dK, [2] dV; valid until the slots are reused.
 struct DeviceGradientReference {
   std::array<const double*, 3> truth{}, noise{}, terms{};

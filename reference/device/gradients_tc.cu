@@ -1,0 +1,866 @@
+// The tensor-core gradient reference (gradients_tc.h) of a bf16 backward case, written as flash-attention 2 writes its
+// backward: the logits and dP recomputed per tile on mma.sync m16n8k16 (bf16 in, fp32 accumulate), nothing of size
+// L x L stored. Five launches:
+//   1. the forward's tensor-core kernel (attention_tc.cu) gives each (row, head) the reference's m, Z and logit
+//      sensitivity, the baseline's m and Z, and the fp32-accurate output O with its sensitivity;
+//   2. bf16 copies of Q, K, K' = rd(K * scale), V and dO in their fp32 layouts (exact: the case is bf16);
+//   3. per (row, head), one warp: D = dO . O, its sensitivity and terms (RowShareStats, as ExactRow::backward);
+//   4. per 64 query rows and head: dQ = scale sum_j ds_j k_j with its sensitivity and terms, then the baseline's
+//      D = sum_j P_j dP_j and its dQ;
+//   5. per 64 keys and KV head: dV = sum_i P_ij dO_i and dK = scale sum_i ds_ij q_i over the rows and query heads that
+//      see them, then the baseline's dK and dV with its rounding per head and per group.
+// Every sum runs in one block, without atomics: each run gives the same bits.
+//
+// Why this is as accurate as an fp32 computation of the same formula (docs/TOLERANCE.md, "The tensor-core gradient
+// reference"), with u = 2^-24:
+// - The logits and dP = dO . v_j: q, k, dO and v are exact in bf16, their products exact in fp32 (attention_tc.cu).
+// - Each key's share (P_j, ds_j and their sensitivities) is reference/key_share.h's formula in fp32: what an fp32
+//   computation of the rows errs by is what the sensitivities carry (core/tolerance.h).
+// - The sums: ds_j (or P_j) split into three bf16 pieces (to 2^-25 relative), each piece times an exact bf16 operand
+//   exact, the 12 MMAs of a 64-term tile in a fresh accumulator added to the running sum with round-to-nearest: as
+//   for the forward's P.V, about 24u of each tile's magnitude plus a sum of n/64 terms, under the 8 sqrt(n + 1) u of
+//   the sensitivity that the bound grants.
+// - The sensitivity, sqrt(n + 1) sum |ds_j k_jx| + sum ds_noise_j |k_jx| (core/tolerance.h gradient_sensitivity), is
+//   one sum of (sqrt(n + 1) |ds_j| + ds_noise_j) |k_jx|: n, the element's number of terms, is known before the sum.
+//   It and the terms' sum of squares use one bf16 piece per factor (2^-9 relative each) in one chained accumulator
+//   (truncating by at most (n/16) 2u, below 2^-9 for n <= 2^18 terms), inflated by 1 + 2^-7 and 1 + 2^-6: they bound
+//   what they estimate, as the forward's a_x does.
+// - The baseline follows the host baseline's rounding steps (reference/host/gradients.h); its sums are fp32 sums of
+//   products of bf16 values, exact products, in another order than the host's.
+#include "reference/device/gradients_tc.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/device/device_memory.h"
+#include "core/device/harness_stream.cuh"
+#include "core/geometry.h"
+#include "core/tolerance.h"
+#include "reference/device/attention.h"
+#include "reference/device/attention_tc.h"
+#include "reference/device/tc_mma.cuh"
+#include "reference/device/warp_math.cuh"
+#include "reference/key_share.h"
+
+namespace flashcheck::device {
+namespace {
+
+using namespace tc;  // NOLINT: the building blocks are this file's vocabulary
+using reference::KeyShare;
+using reference::RowShareStats;
+
+// Head dims up to 128: the block's rows and two stages of two tiles fit shared memory, the accumulators registers.
+constexpr int kMaxGradDim = 128;
+constexpr int kW = 64;  // output columns a pass accumulates at once
+constexpr float kSensInflation = 1.0f + 0x1.0p-7f;
+constexpr float kSquaresInflation = 1.0f + 0x1.0p-6f;
+
+// Per (query row, head): what every key's share of the row needs, the reference's and the baseline's.
+struct RowStat {
+  float m, z, logit_sens, big_d, d_sens, d_terms;  // the reference: softmax max and sum, RowShareStats
+  float mb, zb, db;                                // the baseline: max, sum, D = sum_j P_j dP_j as it rounds them
+};
+
+struct GradParams {
+  const DeviceSeq* seqs;
+  int B, H, Hk, group, d, dv;
+  float scale, cap;  // the logits' scale in fp32, as the forward's kernel applies it
+  double scale_d;    // the gradients' scale, as the host reference applies it
+  int win_left, win_right;
+  const bf16 *q, *k, *ks, *v, *dout;  // bf16 copies of the fp32 inputs, same layouts; ks = rd(k * scale)
+  RowStat* rows;                       // (q_rows, H)
+  TcGradientOutputs out;
+};
+
+// ---- Geometry (core/geometry.h visible_keys and its inverse) ----------------------------------------------------
+__device__ inline bool sees(const GradParams& p, const DeviceSeq& s, int i, int j) {
+  return i >= 0 && i < s.lq && j >= 0 && j < s.lk && (p.win_left < 0 || j >= i + s.off - p.win_left) &&
+         (p.win_right < 0 || j <= i + s.off + p.win_right);
+}
+__device__ inline void keys_of_row(const GradParams& p, const DeviceSeq& s, int i, int& lo, int& hi) {
+  lo = 0;
+  hi = (i >= 0 && i < s.lq) ? s.lk : 0;
+  if (p.win_left >= 0 && i + s.off - p.win_left > lo) lo = i + s.off - p.win_left;
+  if (p.win_right >= 0 && i + s.off + p.win_right + 1 < hi) hi = i + s.off + p.win_right + 1;
+}
+__device__ inline void rows_of_key(const GradParams& p, const DeviceSeq& s, int j, int& lo, int& hi) {
+  lo = 0;
+  hi = (j >= 0 && j < s.lk) ? s.lq : 0;
+  if (p.win_left >= 0 && j - s.off + p.win_left + 1 < hi) hi = j - s.off + p.win_left + 1;
+  if (p.win_right >= 0 && j - s.off - p.win_right > lo) lo = j - s.off - p.win_right;
+}
+
+// Block x enumerates 64-row tiles of sequence 0, then of sequence 1, ...: of its query rows (lq) or of its keys (lk).
+struct Tile {
+  DeviceSeq s;
+  int first, count;
+};
+template <bool kKeys>
+__device__ inline bool locate_tile(const GradParams& p, Tile& t) {
+  int x = blockIdx.x;
+  for (int b = 0; b < p.B; ++b) {
+    const DeviceSeq s = p.seqs[b];
+    const int n = kKeys ? s.lk : s.lq, tiles = (n + kM - 1) / kM;
+    if (x < tiles) {
+      t.s = s;
+      t.first = x * kM;
+      t.count = min(kM, n - t.first);
+      return true;
+    }
+    x -= tiles;
+  }
+  return false;
+}
+
+// ---- The arithmetic of one (row, key) pair ----------------------------------------------------------------------
+// The reference's logit from q . k, as the forward's kernel computes it (its m and Z come from there), with
+// tanh(s / cap) in t and the softcap's derivative in c (0 and 1 without).
+template <bool kSoftcap>
+__device__ inline float truth_logit(const GradParams& p, float dot, float& t, float& c) {
+  float s = __fmul_rn(dot, p.scale);
+  t = 0.0f;
+  c = 1.0f;
+  if (kSoftcap) {
+    const float x = s / p.cap;
+    t = tanhf(x);
+    c = reference::softcap_derivative(x);
+    s = p.cap * t;
+  }
+  return s;
+}
+// The baseline's logit from q . rd(k scale), rd(tanh(rd(s / cap))) in t.
+template <bool kSoftcap>
+__device__ inline float base_logit(const GradParams& p, float dot, float& t) {
+  float s = rd(dot);
+  t = 0.0f;
+  if (kSoftcap) {
+    t = rd(tanhf(rd(s / p.cap)));
+    s = rd(t * p.cap);
+  }
+  return s;
+}
+// The baseline's ds from its rounded P and dP, and its softcap chain in the dtype.
+template <bool kSoftcap>
+__device__ inline float base_ds(const GradParams& p, float pb, float dpb, float db, float t) {
+  float ds = rd(pb * (dpb - db));
+  if (kSoftcap) {
+    const float dtanh = rd(ds * p.cap);
+    const float du = rd(dtanh * (1.0f - t * t));
+    ds = rd(du / p.cap);
+  }
+  return ds;
+}
+__device__ inline RowShareStats<float> share_of(const RowStat& r) {
+  return RowShareStats<float>{r.big_d, r.d_sens, r.d_terms, r.logit_sens};
+}
+// A key's share of a row, from the logit's dot and dP's dot and absolute dot.
+template <bool kSoftcap>
+__device__ inline KeyShare<float> share(const GradParams& p, const RowStat& r, float dot, float dp, float dp_abs) {
+  float t, c;
+  const float l = truth_logit<kSoftcap>(p, dot, t, c);
+  const float pj = expf(l - r.m) / r.z;
+  return reference::key_share<float>(share_of(r), pj, t, c, p.cap, dp, dp_abs, p.dv);
+}
+
+// ---- Operands ---------------------------------------------------------------------------------------------------
+// x as three bf16 pieces hi + mid + lo, each difference exact in fp32: x to 2^-25 relative.
+__device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
+  h = __float2bfloat16_rn(x);
+  const float r1 = x - __bfloat162float(h);
+  m = __float2bfloat16_rn(r1);
+  l = __float2bfloat16_rn(r1 - __bfloat162float(m));
+}
+// The A operands of a 16 x 64 tile held in the accumulator layout (s[nt][e]: rows g + 8 (e / 2), columns
+// nt * 8 + 2t + e % 2) as the four k-steps of a product with a 64-row B: element pair (nt, rr) goes to a[nt / 2]
+// register (nt % 2) * 2 + rr.
+using AFrag = unsigned[4][4];
+__device__ inline void put(AFrag& a, int nt, int rr, bf16 lo, bf16 hi) { a[nt / 2][(nt % 2) * 2 + rr] = pack(lo, hi); }
+// A pair of bf16 values squared, each rounded to bf16: the B operand of a sum of squares.
+__device__ inline unsigned sq2(unsigned x) {
+  const float lo = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(x & 0xffffu)));
+  const float hi = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(x >> 16)));
+  return pack(__float2bfloat16_rn(lo * lo), __float2bfloat16_rn(hi * hi));
+}
+// s = A.B^T and sa = |A|.|B|^T of a warp's 16 rows (aw) against a 64-row tile bt, as qk (tc_mma.cuh).
+__device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const bf16* aw, int ld_a, const bf16* bt, int ld,
+                              int d, int lane) {
+  zero(s);
+  zero(sa);
+  for (int k0 = 0; k0 < d; k0 += 16) {
+    unsigned a[4], aa[4];
+    ldsm_x4(a, aw + (lane % 16) * ld_a + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) aa[i] = a[i] & kAbsMask;
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {
+      unsigned b[4];
+      ldsm_x4(b, bt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
+      mma(s[2 * pr], a, b[0], b[1]);
+      mma(s[2 * pr + 1], a, b[2], b[3]);
+      mma(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
+      mma(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
+    }
+  }
+}
+
+// The three sums of a reference gradient over W columns: the value, the sensitivity and the squares of the terms'
+// magnitudes.
+struct Sums {
+  float value[kW / 8][4], noise[kW / 8][4], squares[kW / 8][4];
+  __device__ void clear() {
+#pragma unroll
+    for (int n = 0; n < kW / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) value[n][e] = noise[n][e] = squares[n][e] = 0.0f;
+  }
+};
+// The pieces of one tile's coefficients: the value in three, its sensitivity's coefficient sum_factor |value| +
+// carried (sum_factor: the sum sensitivity of the element's terms) and the squared magnitude in one each.
+struct Pieces {
+  AFrag hi, mid, lo, noise, mag2;
+  __device__ void set(int nt, int rr, float sum_factor, const float (&value)[2], const float (&carried)[2],
+                      const float (&magnitude)[2]) {
+    bf16 h[2], m[2], l[2], n[2], q[2];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      split3(value[c], h[c], m[c], l[c]);
+      n[c] = __float2bfloat16_rn(sum_factor * fabsf(value[c]) + carried[c]);
+      q[c] = __float2bfloat16_rn(magnitude[c] * magnitude[c]);
+    }
+    put(hi, nt, rr, h[0], h[1]);
+    put(mid, nt, rr, m[0], m[1]);
+    put(lo, nt, rr, l[0], l[1]);
+    put(noise, nt, rr, n[0], n[1]);
+    put(mag2, nt, rr, q[0], q[1]);
+  }
+};
+// Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`.
+__device__ inline void accumulate(Sums& sums, const Pieces& a, const bf16* bt, int ld, int c0, int cols, int lane) {
+#pragma unroll
+  for (int cp = 0; cp < kW / 16; ++cp) {
+    if (c0 + cp * 16 >= cols) continue;
+    float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned b[4];
+      load_v(b, bt + c0, ld, kk, cp, lane);
+      mma(t0, a.hi[kk], b[0], b[1]);
+      mma(t0, a.mid[kk], b[0], b[1]);
+      mma(t0, a.lo[kk], b[0], b[1]);
+      mma(t1, a.hi[kk], b[2], b[3]);
+      mma(t1, a.mid[kk], b[2], b[3]);
+      mma(t1, a.lo[kk], b[2], b[3]);
+      mma(sums.noise[2 * cp], a.noise[kk], b[0] & kAbsMask, b[1] & kAbsMask);
+      mma(sums.noise[2 * cp + 1], a.noise[kk], b[2] & kAbsMask, b[3] & kAbsMask);
+      mma(sums.squares[2 * cp], a.mag2[kk], sq2(b[0]), sq2(b[1]));
+      mma(sums.squares[2 * cp + 1], a.mag2[kk], sq2(b[2]), sq2(b[3]));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // round-to-nearest across tiles (the head of this file)
+      sums.value[2 * cp][e] += t0[e];
+      sums.value[2 * cp + 1][e] += t1[e];
+    }
+  }
+}
+// One product of exact bf16 coefficients (the baseline's) with columns c0 .. of bt, a fresh accumulator per tile.
+__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const AFrag& a, const bf16* bt, int ld, int c0,
+                                        int cols, int lane) {
+#pragma unroll
+  for (int cp = 0; cp < kW / 16; ++cp) {
+    if (c0 + cp * 16 >= cols) continue;
+    float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned b[4];
+      load_v(b, bt + c0, ld, kk, cp, lane);
+      mma(t0, a[kk], b[0], b[1]);
+      mma(t1, a[kk], b[2], b[3]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[2 * cp][e] += t0[e];
+      acc[2 * cp + 1][e] += t1[e];
+    }
+  }
+}
+__device__ inline void clear(float (&acc)[kW / 8][4]) {
+#pragma unroll
+  for (int n = 0; n < kW / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+}
+// Writes one element of a reference gradient: value * scale, its sensitivity and its terms.
+__device__ inline void write_truth(const TcGradientOutputs& out, int which, long long at, const Sums& s, int nt, int e,
+                                   double scale) {
+  const float mag = static_cast<float>(fabs(scale));
+  out.truth[which][at] = scale * static_cast<double>(s.value[nt][e]);
+  out.noise[which][at] = mag * s.noise[nt][e] * kSensInflation;
+  out.terms[which][at] = mag * tolerance::terms_magnitude(s.squares[nt][e] * kSquaresInflation);
+}
+
+// ---- Launch 3: the rows' statistics ----------------------------------------------------------------------------
+struct RowsParams {
+  const TcRowStats* fwd;       // (q_rows, H) from the forward's kernel
+  const float *out, *noise;    // its output and the output's sensitivity (units of u)
+  const float* dout;           // fp32 dO
+  long long cells;             // total_q * H: the sequences' rows, slack rows past them
+  int dv;
+  RowStat* rows;
+};
+__global__ void rows_kernel(RowsParams rp) {
+  const long long cell = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (cell >= rp.cells) return;
+  const TcRowStats f = rp.fwd[cell];
+  float big_d = 0.0f, d_abs = 0.0f, d_squares = 0.0f, d_carried = 0.0f;
+  if (f.z > 0.0f) {
+    for (int x = lane; x < rp.dv; x += 32) {
+      const long long at = cell * rp.dv + x;
+      const float go = rp.dout[at] * rp.out[at];
+      big_d += go;
+      d_abs += fabsf(go);
+      d_squares += go * go;
+      d_carried += fabsf(rp.dout[at]) * rp.noise[at];
+    }
+  }
+  big_d = warp_sum(big_d);
+  d_abs = warp_sum(d_abs);
+  d_squares = warp_sum(d_squares);
+  d_carried = warp_sum(d_carried);
+  if (lane == 0)
+    rp.rows[cell] = RowStat{f.m, f.z, f.logit_sens, big_d,
+                            tolerance::gradient_sensitivity<float>(rp.dv, d_abs, d_carried),
+                            tolerance::terms_magnitude(d_squares), f.mb, f.zb, 0.0f};
+}
+
+// ---- Launch 4: dQ ------------------------------------------------------------------------------------------------
+__host__ __device__ inline int tile_ld(int d, int dv) { return (d > dv ? d : dv) + kPad; }
+__host__ __device__ inline int dq_smem_bytes(int d, int dv) {
+  return 2 * (kM * (d + kPad) + kM * (dv + kPad) + 4 * kN * tile_ld(d, dv));
+}
+
+template <bool kSoftcap>
+__global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Tile bk;
+  if (!locate_tile<false>(p, bk)) return;
+  const int h = blockIdx.y, kh = h / p.group, d = p.d, dv = p.dv;
+  const int ld_q = d + kPad, ld_o = dv + kPad, ld = tile_ld(d, dv);
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* os = qs + kM * ld_q;
+  bf16* slots = os + kM * ld_o;
+  auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+
+  // The union of the visible keys of the block's rows, and of this warp's rows.
+  int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0;
+  for (int r = 0; r < bk.count; ++r) {
+    int lo, hi;
+    keys_of_row(p, bk.s, bk.first + r, lo, hi);
+    if (hi <= lo) continue;
+    jlo = min(jlo, lo);
+    jhi = max(jhi, hi);
+    if (r / 16 == warp) {
+      wlo = min(wlo, lo);
+      whi = max(whi, hi);
+    }
+  }
+  if (jlo >= jhi) return;  // no row of the block sees a key: its dQ stays zero (every thread takes this branch)
+
+  const long long row0 = static_cast<long long>(bk.s.q_start) + bk.first;
+  load_rows(qs, ld_q, p.q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, 0, bk.count, d);
+  load_rows(os, ld_o, p.dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, 0, bk.count, dv);
+  cp_async_commit();
+  const bf16* qw = qs + warp * 16 * ld_q;
+  const bf16* ow = os + warp * 16 * ld_o;
+  const long long key0 = static_cast<long long>(bk.s.k_start) + bk.s.p0;
+  const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
+  const bf16* k_base = p.k + (key0 * p.Hk + kh) * d;
+  const bf16* ks_base = p.ks + (key0 * p.Hk + kh) * d;
+  const bf16* v_base = p.v + (key0 * p.Hk + kh) * dv;
+  auto warp_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
+
+  // This lane's two rows: g and g + 8 of the warp's 16.
+  int i_of[2], n_keys[2];
+  float sum_factor[2];  // the sum sensitivity of dQ's n_keys terms
+  RowStat rs[2];
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = warp * 16 + g + rr * 8;
+    i_of[rr] = bk.first + r;
+    int lo, hi;
+    keys_of_row(p, bk.s, i_of[rr], lo, hi);
+    n_keys[rr] = hi > lo ? hi - lo : 0;
+    sum_factor[rr] = tolerance::sum_sensitivity<float>(n_keys[rr]);
+    rs[rr] = n_keys[rr] > 0 ? p.rows[(row0 + r) * p.H + h] : RowStat{};
+  }
+  auto key_of = [&](int j0, int nt, int c) { return j0 + nt * 8 + 2 * t4 + c; };
+  auto load_truth = [&](int st, int j0) {
+    load_rows(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
+    load_rows(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
+  };
+  auto load_base = [&](int st, int j0) {
+    load_rows(slot(st, 0), ld, ks_base, k_stride, j0, jhi, d);
+    load_rows(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
+  };
+
+  // ---- The reference: dQ, kW columns at a time ----
+  for (int c0 = 0; c0 < d; c0 += kW) {
+    Sums sums;
+    sums.clear();
+    sweep(jlo, jhi, load_truth, [&](int st, int j0) {
+      if (!warp_sees(j0)) return;
+      const bf16* kt = slot(st, 0);
+      Pieces a;
+      {
+        float s[8][4], dp[8][4], dpa[8][4];
+        qk(s, qw, ld_q, kt, ld, d, lane);
+        qk_abs(dp, dpa, ow, ld_o, slot(st, 1), ld, dv, lane);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int e = 2 * rr + c;
+              if (!sees(p, bk.s, i_of[rr], key_of(j0, nt, c))) continue;
+              const KeyShare<float> ks = share<kSoftcap>(p, rs[rr], s[nt][e], dp[nt][e], dpa[nt][e]);
+              ds[c] = ks.ds;
+              dn[c] = ks.ds_noise;
+              dm[c] = ks.ds_magnitude;
+            }
+            a.set(nt, rr, sum_factor[rr], ds, dn, dm);
+          }
+      }
+      accumulate(sums, a, kt, ld, c0, d, lane);
+    });
+#pragma unroll
+    for (int nt = 0; nt < kW / 8; ++nt) {
+      const int x = c0 + nt * 8 + 2 * t4;
+      if (x >= d) continue;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        if (n_keys[rr] == 0) continue;
+        const long long at = ((row0 + warp * 16 + g + rr * 8) * p.H + h) * d + x;
+        for (int c = 0; c < 2; ++c) write_truth(p.out, 0, at + c, sums, nt, 2 * rr + c, p.scale_d);
+      }
+    }
+  }
+
+  if (!p.out.baseline[0]) return;
+  // ---- The baseline: its D = sum_j P_j dP_j first (every ds needs it), then dQ ----
+  float db[2] = {0.0f, 0.0f};
+  sweep(jlo, jhi, load_base, [&](int st, int j0) {
+    if (!warp_sees(j0)) return;
+    float s[8][4], dp[8][4];
+    qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
+    qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        if (!sees(p, bk.s, i_of[rr], key_of(j0, nt, e & 1))) continue;
+        float t;
+        const float pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
+        db[rr] += pb * rd(dp[nt][e]);
+      }
+  });
+  for (int rr = 0; rr < 2; ++rr) {  // the quad's four lanes hold a row's keys 4c + t: every lane ends with the sum
+    db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 1);
+    db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 2);
+    if (t4 == 0 && n_keys[rr] > 0) p.rows[(row0 + warp * 16 + g + rr * 8) * p.H + h].db = db[rr];
+  }
+  for (int c0 = 0; c0 < d; c0 += kW) {
+    float acc[kW / 8][4];
+    clear(acc);
+    sweep(jlo, jhi, load_base, [&](int st, int j0) {
+      if (!warp_sees(j0)) return;
+      const bf16* kst = slot(st, 0);
+      AFrag a;
+      {
+        float s[8][4], dp[8][4];
+        qk(s, qw, ld_q, kst, ld, d, lane);
+        qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            bf16 w[2];
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int e = 2 * rr + c;
+              float ds = 0.0f;
+              if (sees(p, bk.s, i_of[rr], key_of(j0, nt, c))) {
+                float t;
+                const float pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
+                ds = base_ds<kSoftcap>(p, pb, rd(dp[nt][e]), db[rr], t);
+              }
+              w[c] = __float2bfloat16_rn(ds);  // exact: ds is a bf16 value
+            }
+            put(a, nt, rr, w[0], w[1]);
+          }
+      }
+      accumulate_exact(acc, a, kst, ld, c0, d, lane);
+    });
+#pragma unroll
+    for (int nt = 0; nt < kW / 8; ++nt) {
+      const int x = c0 + nt * 8 + 2 * t4;
+      if (x >= d) continue;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        if (n_keys[rr] == 0) continue;
+        const long long at = ((row0 + warp * 16 + g + rr * 8) * p.H + h) * d + x;
+        for (int c = 0; c < 2; ++c) p.out.baseline[0][at + c] = rd(acc[nt][2 * rr + c]);
+      }
+    }
+  }
+}
+
+// ---- Launch 5: dK and dV ------------------------------------------------------------------------------------------
+// Shared memory: the block's K, K' and V rows, then two stages of a Q tile and a dO tile, then two stages of the
+// tiles' row statistics.
+__host__ __device__ inline int dkdv_smem_bytes(int d, int dv) {
+  return 2 * (2 * kN * (d + kPad) + kN * (dv + kPad) + 4 * kM * tile_ld(d, dv)) +
+         2 * kM * static_cast<int>(sizeof(RowStat));
+}
+
+template <bool kSoftcap>
+__global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Tile bk;
+  if (!locate_tile<true>(p, bk)) return;
+  const int kh = blockIdx.y, d = p.d, dv = p.dv;
+  const int ld_k = d + kPad, ld_v = dv + kPad, ld = tile_ld(d, dv);
+  bf16* kr = reinterpret_cast<bf16*>(smem);
+  bf16* kpr = kr + kN * ld_k;
+  bf16* vr = kpr + kN * ld_k;
+  bf16* slots = vr + kN * ld_v;
+  RowStat* stats = reinterpret_cast<RowStat*>(slots + 4 * kM * ld);
+  auto q_slot = [&](int stage) { return slots + (stage * 2) * kM * ld; };
+  auto o_slot = [&](int stage) { return slots + (stage * 2 + 1) * kM * ld; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+
+  // The union of the query rows that see the block's keys, and this warp's keys.
+  int ilo = INT_MAX, ihi = 0, wlo = INT_MAX, whi = 0;
+  for (int r = 0; r < bk.count; ++r) {
+    int lo, hi;
+    rows_of_key(p, bk.s, bk.first + r, lo, hi);
+    if (hi <= lo) continue;
+    ilo = min(ilo, lo);
+    ihi = max(ihi, hi);
+    if (r / 16 == warp) {
+      wlo = min(wlo, lo);
+      whi = max(whi, hi);
+    }
+  }
+  if (ilo >= ihi) return;  // no row sees these keys: their gradients stay zero
+
+  const long long krow0 = static_cast<long long>(bk.s.k_start) + bk.s.p0 + bk.first;
+  const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
+  load_rows(kr, ld_k, p.k + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows(kpr, ld_k, p.ks + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows(vr, ld_v, p.v + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
+  cp_async_commit();
+  const bf16* kw = kr + warp * 16 * ld_k;
+  const bf16* kpw = kpr + warp * 16 * ld_k;
+  const bf16* vw = vr + warp * 16 * ld_v;
+  auto warp_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
+
+  // This lane's two keys, and the terms of their sums: the rows that see them, times the group's heads.
+  int j_of[2];
+  float sum_factor[2];
+  for (int rr = 0; rr < 2; ++rr) {
+    j_of[rr] = bk.first + warp * 16 + g + rr * 8;
+    int lo, hi;
+    rows_of_key(p, bk.s, j_of[rr], lo, hi);
+    sum_factor[rr] = tolerance::sum_sensitivity<float>(hi > lo ? static_cast<long long>(hi - lo) * p.group : 0);
+  }
+  auto row_of = [&](int i0, int nt, int c) { return i0 + nt * 8 + 2 * t4 + c; };
+  // The tiles of query head h: rows i0 .. of Q and dO, and their statistics.
+  auto loader = [&](int h) {
+    const long long row0 = static_cast<long long>(bk.s.q_start);
+    return [&, h, row0](int st, int i0) {
+      load_rows(q_slot(st), ld, p.q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, i0, ihi, d);
+      load_rows(o_slot(st), ld, p.dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, i0, ihi, dv);
+      for (int r = threadIdx.x; r < kM; r += kThreads)
+        stats[st * kM + r] = i0 + r < ihi ? p.rows[(row0 + i0 + r) * p.H + h] : RowStat{};
+    };
+  };
+  auto write_key = [&](int which, int c0, int cols, auto&& write) {
+#pragma unroll
+    for (int nt = 0; nt < kW / 8; ++nt) {
+      const int x = c0 + nt * 8 + 2 * t4;
+      if (x >= cols) continue;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        if (j_of[rr] >= bk.s.lk) continue;
+        const long long at = ((krow0 + warp * 16 + g + rr * 8) * p.Hk + kh) * cols + x;
+        for (int c = 0; c < 2; ++c) write(at + c, nt, 2 * rr + c, rr);
+      }
+    }
+  };
+
+  // ---- The reference's dV: sum_i P_ij dO_i ----
+  for (int c0 = 0; c0 < dv; c0 += kW) {
+    Sums sums;
+    sums.clear();
+    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
+      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+        if (!warp_sees(i0)) return;
+        const RowStat* rt = stats + st * kM;
+        Pieces a;
+        {
+          float s[8][4];
+          qk(s, kw, ld_k, q_slot(st), ld, d, lane);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+              float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int i = row_of(i0, nt, c);
+                if (!sees(p, bk.s, i, j_of[rr])) continue;
+                const RowStat& r = rt[i - i0];
+                float t, cc;
+                pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r.m) / r.z;
+                pn[c] = tolerance::weight_sensitivity(r.logit_sens, pj[c]);
+              }
+              a.set(nt, rr, sum_factor[rr], pj, pn, pj);
+            }
+        }
+        accumulate(sums, a, o_slot(st), ld, c0, dv, lane);
+      });
+    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { write_truth(p.out, 2, at, sums, nt, e, 1.0); });
+  }
+
+  // ---- The reference's dK: scale sum_i ds_ij q_i ----
+  for (int c0 = 0; c0 < d; c0 += kW) {
+    Sums sums;
+    sums.clear();
+    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
+      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+        if (!warp_sees(i0)) return;
+        const RowStat* rt = stats + st * kM;
+        Pieces a;
+        {
+          float s[8][4], dp[8][4], dpa[8][4];
+          qk(s, kw, ld_k, q_slot(st), ld, d, lane);
+          qk_abs(dp, dpa, vw, ld_v, o_slot(st), ld, dv, lane);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+              float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int i = row_of(i0, nt, c), e = 2 * rr + c;
+                if (!sees(p, bk.s, i, j_of[rr])) continue;
+                const KeyShare<float> ks = share<kSoftcap>(p, rt[i - i0], s[nt][e], dp[nt][e], dpa[nt][e]);
+                ds[c] = ks.ds;
+                dn[c] = ks.ds_noise;
+                dm[c] = ks.ds_magnitude;
+              }
+              a.set(nt, rr, sum_factor[rr], ds, dn, dm);
+            }
+        }
+        accumulate(sums, a, q_slot(st), ld, c0, d, lane);
+      });
+    write_key(1, c0, d, [&](long long at, int nt, int e, int) { write_truth(p.out, 1, at, sums, nt, e, p.scale_d); });
+  }
+
+  if (!p.out.baseline[1]) return;
+  // ---- The baseline's dK and dV: per query head in fp32, rounded (dK scaled and rounded again), summed over the
+  // group and rounded ----
+  const int wide = d > dv ? d : dv;
+  for (int c0 = 0; c0 < wide; c0 += kW) {
+    float group_k[kW / 8][4], group_v[kW / 8][4];
+    clear(group_k);
+    clear(group_v);
+    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h) {
+      float head_k[kW / 8][4], head_v[kW / 8][4];
+      clear(head_k);
+      clear(head_v);
+      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+        if (!warp_sees(i0)) return;
+        const RowStat* rt = stats + st * kM;
+        AFrag ap, ad;
+        {
+          float s[8][4], dp[8][4];
+          qk(s, kpw, ld_k, q_slot(st), ld, d, lane);
+          qk(dp, vw, ld_v, o_slot(st), ld, dv, lane);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+              bf16 wp[2], wd[2];
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int i = row_of(i0, nt, c), e = 2 * rr + c;
+                float pb = 0.0f, ds = 0.0f;
+                if (sees(p, bk.s, i, j_of[rr])) {
+                  const RowStat& r = rt[i - i0];
+                  float t;
+                  pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - r.mb) / r.zb);
+                  ds = base_ds<kSoftcap>(p, pb, rd(dp[nt][e]), r.db, t);
+                }
+                wp[c] = __float2bfloat16_rn(pb);  // exact: both are bf16 values
+                wd[c] = __float2bfloat16_rn(ds);
+              }
+              put(ap, nt, rr, wp[0], wp[1]);
+              put(ad, nt, rr, wd[0], wd[1]);
+            }
+        }
+        accumulate_exact(head_v, ap, o_slot(st), ld, c0, dv, lane);
+        accumulate_exact(head_k, ad, q_slot(st), ld, c0, d, lane);
+      });
+#pragma unroll
+      for (int nt = 0; nt < kW / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          group_k[nt][e] += rd(rd(head_k[nt][e]) * p.scale);
+          group_v[nt][e] += rd(head_v[nt][e]);
+        }
+    }
+    write_key(1, c0, d, [&](long long at, int nt, int e, int) { p.out.baseline[1][at] = rd(group_k[nt][e]); });
+    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { p.out.baseline[2][at] = rd(group_v[nt][e]); });
+  }
+}
+
+// ---- Launch 2: the bf16 copies -----------------------------------------------------------------------------------
+__global__ void copy_kernel(bf16* dst, const float* src, long long n, float mul) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i] = __float2bfloat16_rn(src[i] * mul);
+}
+bf16* bf16_copy(const std::string& name, const float* src, long long n, float mul) {
+  bf16* dst = slot_of<bf16>(name, static_cast<std::size_t>(n));
+  if (n > 0) {
+    const long long blocks = std::min<long long>((n + 255) / 256, 4096);
+    copy_kernel<<<static_cast<unsigned>(blocks), 256, 0, harness_stream()>>>(dst, src, n, mul);
+  }
+  return dst;
+}
+
+// Sets a kernel's shared-memory cap once, to the largest layout (head dims of 128) or the device's limit.
+template <class Kernel>
+void launch(Kernel kernel, int bytes, int most, unsigned gx, unsigned gy, const GradParams& p, const char* what) {
+  if (bytes > most)
+    throw std::runtime_error(std::string(what) + ": the case needs " + std::to_string(bytes) +
+                             " bytes of shared memory, the device allows " + std::to_string(most));
+  kernel<<<dim3(gx, gy), kThreads, bytes, harness_stream()>>>(p);
+  check_last(what);
+}
+int smem_cap(const void* kernel, int wanted) {
+  int device = 0, limit = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  const int most = std::min(limit, wanted);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+        "tensor-core gradient reference: shared memory size");
+  return most;
+}
+template <bool kSoftcap>
+void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles) {
+  static const int dq_most = smem_cap(reinterpret_cast<const void*>(dq_kernel<kSoftcap>),
+                                      dq_smem_bytes(kMaxGradDim, kMaxGradDim));
+  static const int dkdv_most = smem_cap(reinterpret_cast<const void*>(dkdv_kernel<kSoftcap>),
+                                        dkdv_smem_bytes(kMaxGradDim, kMaxGradDim));
+  if (q_tiles > 0)
+    launch(dq_kernel<kSoftcap>, dq_smem_bytes(p.d, p.dv), dq_most, q_tiles, static_cast<unsigned>(p.H), p,
+           "tensor-core gradient reference: dQ");
+  if (k_tiles > 0)
+    launch(dkdv_kernel<kSoftcap>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.Hk), p,
+           "tensor-core gradient reference: dK and dV");
+}
+
+}  // namespace
+
+std::string tc_gradient_unsupported_reason(const DeviceCase& dc) {
+  const char* env = std::getenv("FLASHCHECK_REFERENCE");
+  if (env && std::strcmp(env, "simt") == 0) return "FLASHCHECK_REFERENCE=simt";
+  // Written on 2026-12-06 without a GPU to run it: until reference/device/gradients_tc_test.cc and the
+  // device-gradient-reference property have passed on one, only FLASHCHECK_REFERENCE=tc-gradients takes it.
+  if (!env || std::strcmp(env, "tc-gradients") != 0)
+    return "the tensor-core gradient reference is not yet validated on a GPU (FLASHCHECK_REFERENCE=tc-gradients)";
+  const KernelCase& c = dc.kcase();
+  if (!c.backward() || c.kv_storage != KvStorage::kPacked || c.kv_cache) return "not a backward case with packed K/V";
+  if (!dc.inputs().dout) return "the case has no dO on the device";
+  if (c.head_dim > kMaxGradDim || c.v_head_dim > kMaxGradDim)
+    return "head dims above 128 do not fit the gradient kernels' tiles and registers";
+  // The forward's kernel gives the rows' statistics: its conditions (bf16, head dims of multiples of 16, finite
+  // inputs) are this one's.
+  return tc_unsupported_reason(dc);
+}
+
+void tc_reference_gradients(const DeviceCase& dc, const TcGradientOutputs& out, const std::string& slot) {
+  const KernelCase& c = dc.kcase();
+  const CaseGeometry& g = dc.geometry();
+  const MaskRule rule = mask_rule(c);
+  const long long H = c.heads, d = c.head_dim, dv = c.v_head_dim, Hk = c.kv_heads;
+  const long long cells = g.q_rows * H;
+
+  // 1. The forward: the rows' statistics and the fp32 output with its sensitivity.
+  DeviceResult fwd;
+  fwd.out = slot_of<float>(slot + ".o", static_cast<std::size_t>(cells * dv));
+  fwd.noise = slot_of<float>(slot + ".o_noise", static_cast<std::size_t>(cells * dv));
+  fwd.lse = slot_of<float>(slot + ".lse", static_cast<std::size_t>(cells));
+  fwd.lse_noise = slot_of<float>(slot + ".lse_noise", static_cast<std::size_t>(cells));
+  fwd.empty = slot_of<std::uint8_t>(slot + ".empty", static_cast<std::size_t>(cells));
+  auto* fwd_stats = slot_of<TcRowStats>(slot + ".fwd_stats", static_cast<std::size_t>(cells));
+  tc_reference_and_baseline(dc, EmptyRow::kZero, fwd, DeviceResult{}, fwd_stats);
+
+  // 2. The bf16 copies.
+  const DeviceInputs& in = dc.inputs();
+  GradParams p{};
+  p.seqs = in.seqs;
+  p.B = static_cast<int>(c.seqs.size());
+  p.H = static_cast<int>(H);
+  p.Hk = static_cast<int>(Hk);
+  p.group = static_cast<int>(c.group());
+  p.d = static_cast<int>(d);
+  p.dv = static_cast<int>(dv);
+  p.scale = static_cast<float>(c.softmax_scale());
+  p.scale_d = c.softmax_scale();
+  p.cap = static_cast<float>(c.softcap);
+  p.win_left = static_cast<int>(rule.left);
+  p.win_right = static_cast<int>(rule.right);
+  p.q = bf16_copy(slot + ".q", in.q, cells * d, 1.0f);
+  p.k = bf16_copy(slot + ".k", in.k, g.kv_rows * Hk * d, 1.0f);
+  p.ks = bf16_copy(slot + ".ks", in.k, g.kv_rows * Hk * d, p.scale);
+  p.v = bf16_copy(slot + ".v", in.v, g.kv_rows * Hk * dv, 1.0f);
+  p.dout = bf16_copy(slot + ".dout", in.dout, cells * dv, 1.0f);
+  check_last("tensor-core gradient reference: bf16 copies");
+  p.out = out;
+
+  // 3. The rows' statistics, one warp per (row, head) of the sequences.
+  p.rows = slot_of<RowStat>(slot + ".rows", static_cast<std::size_t>(cells));
+  RowsParams rp{fwd_stats, fwd.out, fwd.noise, in.dout, g.total_q * H, p.dv, p.rows};
+  if (rp.cells > 0) {
+    rows_kernel<<<static_cast<unsigned>((rp.cells * 32 + 255) / 256), 256, 0, harness_stream()>>>(rp);
+    check_last("tensor-core gradient reference: rows");
+  }
+
+  // 4 and 5.
+  long long q_tiles = 0, k_tiles = 0;
+  for (const SeqGeometry& s : g.seqs) {
+    q_tiles += (s.lq + kM - 1) / kM;
+    k_tiles += (s.lk + kN - 1) / kN;
+  }
+  if (q_tiles > INT_MAX || k_tiles > INT_MAX || H > 65535)
+    throw std::invalid_argument("tensor-core gradient reference: grid too large");
+  if (p.cap > 0.0f) launch_gradients<true>(p, static_cast<unsigned>(q_tiles), static_cast<unsigned>(k_tiles));
+  else launch_gradients<false>(p, static_cast<unsigned>(q_tiles), static_cast<unsigned>(k_tiles));
+}
+
+}  // namespace flashcheck::device

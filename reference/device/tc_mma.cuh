@@ -1,0 +1,137 @@
+// The tensor-core building blocks the reference kernels share (attention_tc.cu, gradients_tc.cu): mma.sync
+// m16n8k16 with bf16 operands and fp32 accumulators, ldmatrix, cp.async, tiles of 64 rows in shared memory and the
+// double-buffered sweep over them. attention_tc.cu's head explains the accuracy of the products. CUDA only, sm_80+.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace flashcheck::device::tc {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kM = 64;  // query rows per block, 16 per warp
+constexpr int kN = 64;  // keys per tile
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+// bf16 of padding per shared-memory row: with head dims that are multiples of 16, every row stride is an
+// odd multiple of 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks.
+constexpr int kPad = 8;
+
+constexpr unsigned kAbsMask = 0x7fff7fffu;  // clears the signs of a bf16 pair
+static_assert(kM == kN, "one tile loader serves Q and the key tiles");
+
+// ---- PTX wrappers (sm_80+) -------------------------------------------------------------------------
+__device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// 16 bytes from global to shared memory; with `valid` false, 16 zero bytes (src is not read).
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+__device__ inline void ldsm_x4(unsigned (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ inline void ldsm_x4_trans(unsigned (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// c += a.b for one 16 x 8 tile, k = 16.
+__device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ inline unsigned pack(bf16 lo, bf16 hi) {
+  return static_cast<unsigned>(__bfloat16_as_ushort(lo)) | (static_cast<unsigned>(__bfloat16_as_ushort(hi)) << 16);
+}
+__device__ inline float rd(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+
+__device__ inline float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+
+// Combines (m, z) of a log-sum-exp: NaN propagates, -inf (no key yet) contributes nothing. Symmetric in
+// its two operands, so the lanes of a quad that merge each other's halves end with the same bits.
+__device__ inline void lse_merge(float& m, float& z, float m2, float z2) {
+  const float mn = nan_max(m, m2);
+  if (mn == -INFINITY) return;
+  const float a = m == -INFINITY ? 0.0f : z * expf(m - mn);
+  const float b = m2 == -INFINITY ? 0.0f : z2 * expf(m2 - mn);
+  m = mn;
+  z = a + b;
+}
+__device__ inline void quad_merge(float& m, float& z) {
+  for (int off = 1; off <= 2; off *= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), z2 = __shfl_xor_sync(0xffffffffu, z, off);
+    lse_merge(m, z, m2, z2);
+  }
+}
+
+// ---- Tiles -----------------------------------------------------------------------------------------
+// Rows j0 .. j0 + 63 of a bf16 matrix (row stride `stride`), `cols` wide, into shared memory (leading
+// dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
+// into an MMA.
+__device__ inline void load_rows(bf16* dst, int ld, const bf16* src, long long stride, int j0, int end, int cols) {
+  // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
+  const int chunks = cols / 8;
+  for (int r = threadIdx.x / 8; r < kN; r += kThreads / 8) {
+    const bool valid = j0 + r < end;
+    const bf16* row = valid ? src + (j0 + r) * stride : src;
+    for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
+  }
+}
+
+// A warp's 16 x 64 logit tile is float s[8][4]: s[nt] covers keys nt*8 .. nt*8 + 7 of the tile, and in the
+// m16n8 accumulator layout a lane holds rows g, g + 8 and keys 2t, 2t + 1 (g = lane / 4, t = lane % 4).
+__device__ inline void zero(float (&s)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+}
+// s = Q.K^T of this warp's rows (qw) against a key tile kt.
+__device__ inline void qk(float (&s)[8][4], const bf16* qw, int ld_q, const bf16* kt, int ld, int d, int lane) {
+  zero(s);
+  for (int k0 = 0; k0 < d; k0 += 16) {
+    unsigned a[4];
+    ldsm_x4(a, qw + (lane % 16) * ld_q + k0 + (lane / 16) * 8);
+#pragma unroll
+    for (int pr = 0; pr < 4; ++pr) {
+      unsigned b[4];
+      ldsm_x4(b, kt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
+      mma(s[2 * pr], a, b[0], b[1]);
+      mma(s[2 * pr + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The V operand of k-step kk (keys kk*16 ..) for output columns cp*16 .. cp*16 + 15 of a tile: v[0] and v[1]
+// for the first half of those columns, v[2] and v[3] for the second.
+__device__ inline void load_v(unsigned (&v)[4], const bf16* vt, int ld, int kk, int cp, int lane) {
+  ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
+}
+
+// The pipeline of one pass over the key tiles [jlo, jhi): load(stage, j0) issues a tile's copies and
+// body(stage, j0) consumes it while the next tile is in flight.
+template <class Load, class Body>
+__device__ inline void sweep(int jlo, int jhi, Load load, Body body) {
+  // One call site of each: inlined twice, the tile loader was a seventh of the kernel's code.
+  for (int j0 = jlo - kN, st = 1; j0 < jhi; j0 += kN, st ^= 1) {
+    if (j0 + kN < jhi) load(st ^ 1, j0 + kN);
+    cp_async_commit();
+    if (j0 < jlo) continue;
+    cp_async_wait_all_but_one();
+    __syncthreads();
+    body(st, j0);
+    __syncthreads();
+  }
+}
+
+}  // namespace flashcheck::device::tc
