@@ -51,7 +51,8 @@
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 #   tc-gradients (not in the default): the tensor-core gradient reference (reference/device/gradients_tc.cu, taken only
 #   under FLASHCHECK_REFERENCE=tc-gradients until it has passed here): its GPU tests, the device-gradient-reference
-#   property over GPU_TC_GRAD_CASES generated cases (default 10^4), and `bench --pass backward` with it and without
+#   property over GPU_TC_GRAD_CASES generated cases (default 10^4), and `bench --pass backward` with it and without,
+#   and with it at the GPU_BENCH_IN_FLIGHT counts
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -436,6 +437,11 @@ if has tc-gradients; then
     FLASHCHECK_REFERENCE=$([ $ref = fp64 ] || echo tc-gradients) FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
       --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-$ref.txt" 2>&1
     row "bench backward ($ref)" "$(grep ' cases/s ' "$out/tc-bench-$ref.txt" | tail -1)"
+  done
+  for n in ${GPU_BENCH_IN_FLIGHT:-2 4 8}; do
+    FLASHCHECK_REFERENCE=tc-gradients fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 600 \
+      --warmup 40 --in-flight "$n" > "$out/tc-bench-in-flight-$n.txt" 2>&1
+    row "bench backward (tc) in flight $n" "$(grep ' cases/s ' "$out/tc-bench-in-flight-$n.txt" | tail -1)"
   done
   FLASHCHECK_REFERENCE=tc-gradients fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 \
     --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1

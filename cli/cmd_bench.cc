@@ -29,13 +29,16 @@ struct Tally {
 };
 
 // What --in-flight above 1 needs, checked before any case runs: the threads share one GPU through their own
-// streams, which only the device conformance path uses; FLASHCHECK_PROFILE synchronizes the whole device
-// per stage, which would serialize them again.
+// streams, which only the device paths of conformance and grad-conformance use; FLASHCHECK_PROFILE synchronizes the
+// whole device per stage, which would serialize them again.
 std::string in_flight_problem(const BenchOptions& o, const Kernel& k) {
   if (o.in_flight == 1) return "";
   if (!cuda_build()) return "needs the CUDA build (the cuda preset)";
   if (!k.on_device()) return fmt::format("needs a CUDA kernel; {} runs on the {}", k.name(), k.device());
-  if (o.property != "conformance" || o.pass != "forward") return "runs the conformance property only";
+  const bool conformance = o.property == "conformance" || (o.pass == "backward" && o.property == "grad-conformance");
+  if (!conformance) return "runs the conformance property only (grad-conformance with --pass backward)";
+  if (o.pass == "backward" && !k.has_device_backward())
+    return fmt::format("needs a kernel whose backward runs on the device; {}'s backward takes the host path", k.name());
   if (o.mix == "realistic") return "does not apply to --mix realistic, which times one case at a time";
   if (stage_profile().on) return "cannot be combined with FLASHCHECK_PROFILE, which synchronizes the device per stage";
   return "";

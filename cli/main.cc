@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
   cmd_bench->add_option("--warmup", bench.warmup, "Untimed cases first")->capture_default_str();
   cmd_bench->add_option("--seed,-s", bench.seed, "Seed of the case generator")->capture_default_str();
   cmd_bench->add_option("--in-flight", bench.in_flight,
-                        "Cases in flight on the GPU: threads, each with its own CUDA stream (conformance on a CUDA kernel)")
+                        "Cases in flight on the GPU: threads, each with its own CUDA stream (conformance on a CUDA kernel, "
+                        "or its backward with --pass backward)")
       ->capture_default_str();
   cmd_bench->add_flag("--json", bench.json, "Machine-readable result");
 

@@ -1,6 +1,7 @@
 // The device path of grad-conformance against the host path: the same verdicts and statistics on the same cases
 // (FLASHCHECK_GRAD_PATH=host sends a check to the host path, which takes the same device reference through the
-// host's tensors), and a planted wrong gradient caught on the device. Needs a GPU (skipped without one).
+// host's tensors), the same again with cases in flight on several threads, and a planted wrong gradient caught on
+// the device. Needs a GPU (skipped without one).
 #include "properties/grad_conformance_device.h"
 
 #include <cmath>
@@ -8,10 +9,12 @@
 #include <gtest/gtest.h>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/device/device_memory.h"
 #include "core/device/device_output.h"
+#include "kernels/devices.h"
 #include "properties/property.h"
 #include "properties/varied_device_cases.h"
 
@@ -86,6 +89,48 @@ TEST(GradConformanceDevice, GivesTheHostPathsVerdictsAndStatistics) {
     }
   }
   EXPECT_GT(judged, 40);
+}
+
+// Cases in flight (bench --in-flight): threads that each put their work on their own stream give the verdicts and,
+// with FA2's deterministic backward, the statistics of one thread, to the bit. A race on the per-thread device
+// buffers of the backward (dO, the gradient buffers, the reference's slots) shows here.
+TEST(GradConformanceDevice, ThreadsOnTheirOwnStreamsGiveTheVerdictsOfOneThread) {
+  if (!device::available()) GTEST_SKIP() << "no CUDA device";
+  Kernel* k = builtin_registry().find("flash-fwd-varlen-deterministic");
+  ASSERT_NE(k, nullptr);
+  const Property* p = find_property("grad-conformance");
+  ASSERT_NE(p, nullptr);
+  std::vector<KernelCase> cases;
+  for (const KernelCase& c : backward_cases())
+    if (k->check(c).supported) cases.push_back(c);
+  ASSERT_GT(cases.size(), 10u);
+  std::vector<Verdict> alone;
+  for (const KernelCase& c : cases) alone.push_back(p->check(*k, c));
+
+  std::vector<Verdict> together(cases.size());
+  constexpr std::size_t kThreads = 4;
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      ASSERT_TRUE(use_thread_stream());
+      for (int round = 0; round < 3; ++round)  // rounds: every thread meets every other's cases mid-flight
+        for (std::size_t i = (t + round) % kThreads; i < cases.size(); i += kThreads) together[i] = p->check(*k, cases[i]);
+    });
+  for (std::thread& th : pool) th.join();
+
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(summary(cases[i]));
+    EXPECT_EQ(together[i].kind, alone[i].kind) << together[i].reason << " / " << alone[i].reason;
+    ASSERT_TRUE(alone[i].cmp.has_value()) << alone[i].reason;
+    ASSERT_TRUE(together[i].cmp.has_value()) << together[i].reason;
+    const Comparison &a = *alone[i].cmp, &b = *together[i].cmp;
+    EXPECT_GT(a.compared, 0);
+    EXPECT_EQ(b.tensor, a.tensor);
+    EXPECT_EQ(b.err_max, a.err_max);
+    EXPECT_EQ(b.base_max, a.base_max);
+    EXPECT_EQ(b.bound, a.bound);
+    EXPECT_EQ(b.compared, a.compared);
+  }
 }
 
 // flash-fwd-varlen-deterministic with one gradient element changed after its backward: NaN or an error of 1.
