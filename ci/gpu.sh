@@ -49,10 +49,11 @@
 #   item 9: every finding is a false alarm or a kernel bug to analyse)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
-#   tc-gradients (not in the default): the tensor-core gradient reference (reference/device/gradients_tc.cu, taken only
-#   under FLASHCHECK_REFERENCE=tc-gradients until it has passed here): its GPU tests, the device-gradient-reference
-#   property over GPU_TC_GRAD_CASES generated cases (default 10^4), and `bench --pass backward` with it and without,
-#   and with it at the GPU_BENCH_IN_FLIGHT counts
+#   tc-gradients (not in the default): the tensor-core paths written without a GPU and taken only where
+#   FLASHCHECK_REFERENCE opts in (GPU_TC_OPT_IN, default tc-gradients,tc-fp16: the gradient reference of
+#   reference/device/gradients_tc.cu and the forward kernel on fp16): their GPU tests, the device-reference and
+#   device-gradient-reference properties over GPU_TC_GRAD_CASES generated cases each (default 10^4), and
+#   `bench --pass backward` with them and without, and with them at the GPU_BENCH_IN_FLIGHT counts
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -425,25 +426,32 @@ if has backward-race; then
 fi
 
 if has tc-gradients; then
+  # The paths not yet validated on a GPU, opted in (reference/device/attention_tc.h reference_opt_in).
+  opt=${GPU_TC_OPT_IN:-tc-gradients,tc-fp16}
   x=$(exe reference_device_test)
-  if FLASHCHECK_REFERENCE=tc-gradients "$x" --gtest_filter='TcGradientsGpu.*' > "$out/tc-gradients-test.log" 2>&1; then
-    row "test TcGradientsGpu" "$(grep -E '^\[  PASSED' "$out/tc-gradients-test.log")"
-  else row "test TcGradientsGpu" "FAILED ($(grep -c '^\[  FAILED' "$out/tc-gradients-test.log") lines)"; status=1; fi
+  if FLASHCHECK_REFERENCE=$opt "$x" --gtest_filter='TcGradientsGpu.*:TensorCoreReferenceGpu.*:DeviceGradientsGpu.*' \
+      > "$out/tc-gradients-test.log" 2>&1; then
+    row "test tensor-core paths" "$(grep -E '^\[  PASSED' "$out/tc-gradients-test.log")"
+  else row "test tensor-core paths" "FAILED: $(grep '^\[  FAILED' "$out/tc-gradients-test.log" | tr '\n' ' ' | cut -c1-300)"; status=1; fi
   start=$(date +%s)
-  FLASHCHECK_REFERENCE=tc-gradients fc fuzz --kernel tiled-cpu --property device-gradient-reference \
+  FLASHCHECK_REFERENCE=$opt fc fuzz --kernel tiled-cpu --property device-reference --cases "${GPU_TC_GRAD_CASES:-10000}" \
+    --seed 28 --out "$out/tc-refcheck" > "$out/tc-refcheck.txt" 2>&1 || status=1
+  row "tc forward ($opt) vs host fp64" "$(grep -E ' cases in ' "$out/tc-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
+  start=$(date +%s)
+  FLASHCHECK_REFERENCE=$opt fc fuzz --kernel tiled-cpu --property device-gradient-reference \
     --cases "${GPU_TC_GRAD_CASES:-10000}" --seed 27 --out "$out/tc-grad-refcheck" > "$out/tc-grad-refcheck.txt" 2>&1 || status=1
-  row "tc gradients vs host fp64" "$(grep -E ' cases in ' "$out/tc-grad-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
-  for ref in tc-gradients fp64; do
-    FLASHCHECK_REFERENCE=$([ $ref = fp64 ] || echo tc-gradients) FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
-      --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-$ref.txt" 2>&1
-    row "bench backward ($ref)" "$(grep ' cases/s ' "$out/tc-bench-$ref.txt" | tail -1)"
+  row "tc gradients ($opt) vs host fp64" "$(grep -E ' cases in ' "$out/tc-grad-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
+  for ref in "$opt" fp64; do
+    FLASHCHECK_REFERENCE=$([ "$ref" = fp64 ] || echo "$ref") FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
+      --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-${ref%%,*}.txt" 2>&1
+    row "bench backward ($ref)" "$(grep ' cases/s ' "$out/tc-bench-${ref%%,*}.txt" | tail -1)"
   done
   for n in ${GPU_BENCH_IN_FLIGHT:-2 4 8}; do
-    FLASHCHECK_REFERENCE=tc-gradients fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 600 \
+    FLASHCHECK_REFERENCE=$opt fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 600 \
       --warmup 40 --in-flight "$n" > "$out/tc-bench-in-flight-$n.txt" 2>&1
     row "bench backward (tc) in flight $n" "$(grep ' cases/s ' "$out/tc-bench-in-flight-$n.txt" | tail -1)"
   done
-  FLASHCHECK_REFERENCE=tc-gradients fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 \
+  FLASHCHECK_REFERENCE=$opt fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 \
     --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1
   row "bench backward realistic (tc)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/tc-bench-realistic.txt")"
 fi

@@ -1,5 +1,5 @@
-// The tensor-core reference and baseline (attention_tc.h) of a bf16 case. It is a flash-attention-2 style
-// kernel, with the logits and P in registers: mma.sync m16n8k16 (bf16 in, fp32 accumulate), operands
+// The tensor-core reference and baseline (attention_tc.h) of a bf16 (or fp16) case. It is a flash-attention-2 style
+// kernel, with the logits and P in registers: mma.sync m16n8k16 (16-bit in, fp32 accumulate), operands
 // through ldmatrix, key tiles double-buffered by cp.async. A block holds 64 query rows of one sequence and
 // one head, 16 rows per warp, and walks key tiles of 64 in three passes:
 //   pass 1: S = Q.K^T (reference), |Q|.|K|^T (the sensitivity S_j), Q.K'^T with K' = rd(K * scale) (the
@@ -8,7 +8,7 @@
 //           pieces, P.V and P_hi.|V| (the sensitivity a_x), in column chunks of 64.
 //   pass 3: the baseline's logits again and its P = rd(exp(s - m) * rd(1/Z)) times V, in chunks of W <= 128.
 // Passes 2 and 3 are apart because their accumulators would not fit one thread's registers together.
-// A first launch copies the case's Q, K, K' and V into bf16 arrays, key rows sequence by sequence
+// A first launch copies the case's Q, K, K' and V into arrays of the dtype, key rows sequence by sequence
 // (cache, pages and appended keys resolved once), so that tiles are plain 16-byte copies.
 //
 // Why this is as accurate as the fp32 SIMT reference (docs/TOLERANCE.md, "The tensor-core reference"):
@@ -25,6 +25,11 @@
 //   truncates by at most (n/16) 2u), inflated by (1 + 2^-7): covers both for n <= 2^18 keys.
 // - The baseline: K' is rounded as the host baseline rounds it (fp32 product, then rd), its products with
 //   q are exact, its P is a bf16 value: one MMA each, summed per tile like the reference.
+// - fp16 (T = f16, under FLASHCHECK_REFERENCE=tc-fp16 until it has run on a GPU): the products of two fp16
+//   values (11 significant bits each) are exact in fp32 too, so S, |Q|.|K|^T and the baseline's P.V (its P an fp16
+//   value) take fp16 MMAs. P's pieces stay bf16, since fp16's range loses tiny weights (tc_unsupported_reason),
+//   and V meets them as two exact bf16 pieces (tc_mma.cuh split_f16x2): six MMAs per k-step instead of three.
+//   a_x takes V's hi piece (2^-9 relative): with P's hi piece and the truncation, 3 2^-9 < 2^-7.
 #include "reference/device/attention_tc.h"
 
 #include <cuda_bf16.h>
@@ -55,10 +60,11 @@ constexpr int kMaxDim = 256;
 
 struct TcParams {
   KvLayout kv;  // the fp32 inputs: the empty-row conventions read V there
-  const bf16* q;   // (total_q, H, d), as the fp32 Q
-  const bf16* k;   // (total_k, Hk, d): the keys of sequence 0, then of sequence 1, ...
-  const bf16* ks;  // rd(k * scale), the same layout
-  const bf16* v;   // (total_k, Hk, dv)
+  // Copies in the case's dtype (bf16 or fp16: the kernel's T).
+  const void* q;   // (total_q, H, d), as the fp32 Q
+  const void* k;   // (total_k, Hk, d): the keys of sequence 0, then of sequence 1, ...
+  const void* ks;  // rd(k * scale), the same layout
+  const void* v;   // (total_k, Hk, dv)
   int B, H, group;
   float scale, softcap;
   int win_left, win_right;
@@ -87,15 +93,16 @@ __device__ inline float ref_logit(const TcParams& p, float dot) {
   if (kSoftcap) s = p.softcap * tanhf(s / p.softcap);
   return s;
 }
-template <bool kSoftcap>
+template <class T, bool kSoftcap>
 __device__ inline float base_logit(const TcParams& p, float dot) {
-  float s = rd(dot);
-  if (kSoftcap) s = rd(rd(tanhf(rd(s / p.softcap))) * p.softcap);
+  float s = rd_t<T>(dot);
+  if (kSoftcap) s = rd_t<T>(rd_t<T>(tanhf(rd_t<T>(s / p.softcap))) * p.softcap);
   return s;
 }
 // Pass 1's three products in one sweep: the same chains as qk for S and for the baseline's logits.
-__device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], const bf16* qw, int ld_q,
-                    const bf16* kt, const bf16* kst, int ld, int d, int lane) {
+template <class T>
+__device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], const T* qw, int ld_q,
+                    const T* kt, const T* kst, int ld, int d, int lane) {
   zero(s);
   zero(sa);
   zero(sb);
@@ -110,12 +117,12 @@ __device__ void qk3(float (&s)[8][4], float (&sa)[8][4], float (&sb)[8][4], cons
       const int at = (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8;
       ldsm_x4(b, kt + at);
       ldsm_x4(bs, kst + at);
-      mma(s[2 * pr], a, b[0], b[1]);
-      mma(s[2 * pr + 1], a, b[2], b[3]);
-      mma(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
-      mma(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
-      mma(sb[2 * pr], a, bs[0], bs[1]);
-      mma(sb[2 * pr + 1], a, bs[2], bs[3]);
+      mma_t<T>(s[2 * pr], a, b[0], b[1]);
+      mma_t<T>(s[2 * pr + 1], a, b[2], b[3]);
+      mma_t<T>(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
+      mma_t<T>(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
+      mma_t<T>(sb[2 * pr], a, bs[0], bs[1]);
+      mma_t<T>(sb[2 * pr + 1], a, bs[2], bs[3]);
     }
   }
 }
@@ -137,13 +144,13 @@ __device__ inline void row_range(const TcParams& p, const Block& bk, int r, int&
 }
 
 
-template <int W, bool kSoftcap>
+template <int W, bool kSoftcap, class T>
 __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int d = p.kv.d, dv = p.kv.dv, Hk = p.kv.Hk;
   const int ld_q = d + kPad, ld = slot_ld(d, dv, W);
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* slots = qs + kM * ld_q;
+  T* qs = reinterpret_cast<T*>(smem);
+  T* slots = qs + kM * ld_q;
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
 
   // This block's sequence and first query row: the blocks of sequence b follow those of sequence b - 1.
@@ -187,14 +194,14 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   for (int rr = 0; rr < 2; ++rr) row_range(p, bk, warp * 16 + g + rr * 8, lo[rr], hi[rr]);
 
   const long long q_row0 = static_cast<long long>(bk.s.q_start) + bk.i0;
-  load_rows(qs, ld_q, p.q + (q_row0 * p.H + bk.h) * d, static_cast<long long>(p.H) * d, 0, bk.rows, d);
+  load_rows(qs, ld_q, static_cast<const T*>(p.q) + (q_row0 * p.H + bk.h) * d, static_cast<long long>(p.H) * d, 0, bk.rows, d);
   cp_async_commit();
   if (jlo >= jhi) cp_async_wait_all();  // no pass waits for Q then
-  const bf16* qw = qs + warp * 16 * ld_q;
+  const T* qw = qs + warp * 16 * ld_q;
   const long long k_stride = static_cast<long long>(Hk) * d, v_stride = static_cast<long long>(Hk) * dv;
-  const bf16* k_base = p.k + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
-  const bf16* ks_base = p.ks + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
-  const bf16* v_base = p.v + (static_cast<long long>(bk.koff) * Hk + bk.kh) * dv;
+  const T* k_base = static_cast<const T*>(p.k) + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
+  const T* ks_base = static_cast<const T*>(p.ks) + (static_cast<long long>(bk.koff) * Hk + bk.kh) * d;
+  const T* v_base = static_cast<const T*>(p.v) + (static_cast<long long>(bk.koff) * Hk + bk.kh) * dv;
   auto warp_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
   auto visible = [&](int j0, int nt, int e) {
     const int j = j0 + nt * 8 + 2 * t4 + (e & 1), rr = e >> 1;
@@ -223,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             const bool in = visible(j0, nt, e);
             const int rr = e >> 1;
             s[nt][e] = in ? ref_logit<kSoftcap>(p, s[nt][e]) : -INFINITY;
-            sb[nt][e] = in ? base_logit<kSoftcap>(p, sb[nt][e]) : -INFINITY;
+            sb[nt][e] = in ? base_logit<T, kSoftcap>(p, sb[nt][e]) : -INFINITY;
             tm[rr] = nan_max(tm[rr], s[nt][e]);
             tmb[rr] = nan_max(tmb[rr], sb[nt][e]);
             smax[rr] = fmaxf(smax[rr], in ? tolerance::logit_magnitude(p.scale, sa[nt][e]) : 0.0f);
@@ -323,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
               pm[kk][at] = pack(m2[0], m2[1]);
               pl[kk][at] = pack(l2[0], l2[1]);
             }
-          const bf16* vt = slot(st, 1);
+          const T* vt = slot(st, 1);
 #pragma unroll
           for (int cp = 0; cp < W2 / 16; ++cp) {
             if (cp * 16 >= cols) continue;
@@ -332,12 +339,25 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             for (int kk = 0; kk < 4; ++kk) {
               unsigned v[4];
               load_v(v, vt, ld, kk, cp, lane);
+              // P's pieces are bf16 (fp16's range loses tiny weights, tc_unsupported_reason): an fp16 V goes in as
+              // two bf16 pieces, exactly, and each of P's pieces meets both.
+              unsigned vl[4] = {0u, 0u, 0u, 0u};
+              if constexpr (std::is_same_v<T, f16>)
+                for (int i = 0; i < 4; ++i) split_f16x2(v[i], v[i], vl[i]);
               mma(t0, ph[kk], v[0], v[1]);
               mma(t0, pm[kk], v[0], v[1]);
               mma(t0, pl[kk], v[0], v[1]);
               mma(t1, ph[kk], v[2], v[3]);
               mma(t1, pm[kk], v[2], v[3]);
               mma(t1, pl[kk], v[2], v[3]);
+              if constexpr (std::is_same_v<T, f16>) {
+                mma(t0, ph[kk], vl[0], vl[1]);
+                mma(t0, pm[kk], vl[0], vl[1]);
+                mma(t0, pl[kk], vl[0], vl[1]);
+                mma(t1, ph[kk], vl[2], vl[3]);
+                mma(t1, pm[kk], vl[2], vl[3]);
+                mma(t1, pl[kk], vl[2], vl[3]);
+              }
               mma(a_acc[2 * cp], ph[kk], v[0] & kAbsMask, v[1] & kAbsMask);
               mma(a_acc[2 * cp + 1], ph[kk], v[2] & kAbsMask, v[3] & kAbsMask);
             }
@@ -394,18 +414,18 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
-              bf16 w2[2];
+              float w2[2];
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
                 const int e = 2 * rr + c;
-                // e * rd(1/Z), not e / Z: within two ulps of fp32 before the rounding to bf16, and without the
+                // e * rd(1/Z), not e / Z: within two ulps of fp32 before the rounding to the dtype, and without the
                 // division's branch to its slow path at each of the 32 elements.
-                const float w = expf(base_logit<kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
-                w2[c] = __float2bfloat16_rn(visible(j0, nt, e) ? w : 0.0f);
+                const float w = expf(base_logit<T, kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
+                w2[c] = visible(j0, nt, e) ? w : 0.0f;
               }
-              pb[nt / 2][(nt % 2) * 2 + rr] = pack(w2[0], w2[1]);
+              pb[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(w2[0], w2[1]);  // the baseline's P, rounded to the dtype
             }
-          const bf16* vt = slot(st, 1);
+          const T* vt = slot(st, 1);
 #pragma unroll
           for (int cp = 0; cp < W / 16; ++cp) {
             if (cp * 16 >= cols) continue;
@@ -414,8 +434,8 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             for (int kk = 0; kk < 4; ++kk) {
               unsigned v[4];
               load_v(v, vt, ld, kk, cp, lane);
-              mma(t0, pb[kk], v[0], v[1]);
-              mma(t1, pb[kk], v[2], v[3]);
+              mma_t<T>(t0, pb[kk], v[0], v[1]);
+              mma_t<T>(t1, pb[kk], v[2], v[3]);
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) {  // an fp32 sum across tiles, as the host baseline's
@@ -433,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
         const int r = warp * 16 + g + rr * 8;
         if (r >= bk.rows || hi[rr] <= lo[rr]) continue;
         const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
-        *reinterpret_cast<float2*>(p.base.out + at) = make_float2(rd(ob[nt][2 * rr]), rd(ob[nt][2 * rr + 1]));
+        *reinterpret_cast<float2*>(p.base.out + at) = make_float2(rd_t<T>(ob[nt][2 * rr]), rd_t<T>(ob[nt][2 * rr + 1]));
       }
     }
   }
@@ -462,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
       p.truth.out[at] = val;
       p.truth.noise[at] = spread;
     }
-    if (want_base) p.base.out[at] = rd(val);
+    if (want_base) p.base.out[at] = rd_t<T>(val);
   }
 }
 
@@ -472,27 +492,33 @@ struct PrepParams {
   int B;
   long long q_elems;
   float scale;
-  bf16 *q, *k, *ks, *v;
+  void *q, *k, *ks, *v;  // in the dtype
 };
 
-// 8 floats (exact in bf16, 32-byte aligned) to 8 bf16, times `mul` before the rounding.
-__device__ inline void to_bf16x8(bf16* dst, const float* src, float mul) {
+// 8 floats (exact in T, 32-byte aligned) to 8 T values, times `mul` before the rounding.
+template <class T>
+__device__ inline void to_x8(void* dst, const float* src, float mul) {
   const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
   uint4 o;
-  o.x = pack(__float2bfloat16_rn(a.x * mul), __float2bfloat16_rn(a.y * mul));
-  o.y = pack(__float2bfloat16_rn(a.z * mul), __float2bfloat16_rn(a.w * mul));
-  o.z = pack(__float2bfloat16_rn(b.x * mul), __float2bfloat16_rn(b.y * mul));
-  o.w = pack(__float2bfloat16_rn(b.z * mul), __float2bfloat16_rn(b.w * mul));
+  o.x = pack_t<T>(a.x * mul, a.y * mul);
+  o.y = pack_t<T>(a.z * mul, a.w * mul);
+  o.z = pack_t<T>(b.x * mul, b.y * mul);
+  o.w = pack_t<T>(b.z * mul, b.w * mul);
   *reinterpret_cast<uint4*>(dst) = o;
 }
 
 // blockIdx.y < B: the keys of sequence blockIdx.y; blockIdx.y == B: Q.
+template <class T>
 __global__ void prep_kernel(PrepParams p) {
+  T* const q = static_cast<T*>(p.q);
+  T* const k = static_cast<T*>(p.k);
+  T* const ks = static_cast<T*>(p.ks);
+  T* const v = static_cast<T*>(p.v);
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
   const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int b = blockIdx.y;
   if (b == p.B) {
-    for (long long i = first; i < p.q_elems / 8; i += step) to_bf16x8(p.q + i * 8, p.kv.in.q + i * 8, 1.0f);
+    for (long long i = first; i < p.q_elems / 8; i += step) to_x8<T>(q + i * 8, p.kv.in.q + i * 8, 1.0f);
     return;
   }
   int koff = 0;
@@ -509,16 +535,16 @@ __global__ void prep_kernel(PrepParams p) {
       const float* src = kv_row(p.kv, s, b, j, kh, value != 0) + c * 8;
       const long long at = (static_cast<long long>(koff) * Hk + row) * dim + c * 8;
       if (value) {
-        to_bf16x8(p.v + at, src, 1.0f);
+        to_x8<T>(v + at, src, 1.0f);
       } else {
-        to_bf16x8(p.k + at, src, 1.0f);
-        to_bf16x8(p.ks + at, src, p.scale);
+        to_x8<T>(k + at, src, 1.0f);
+        to_x8<T>(ks + at, src, p.scale);
       }
     }
   }
 }
 
-template <int W, bool kSoftcap>
+template <int W, bool kSoftcap, class T>
 void launch(const TcParams& p, unsigned grid_x, unsigned grid_y) {
   const int bytes = smem_bytes(p.kv.d, p.kv.dv, W);
   // The cap is the function's, for the whole process: set once, to the largest case's layout or the device's
@@ -530,17 +556,43 @@ void launch(const TcParams& p, unsigned grid_x, unsigned grid_y) {
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
     const int most = std::min(limit, smem_bytes(kMaxDim, kMaxDim, W));
-    check(cudaFuncSetAttribute(tc_kernel<W, kSoftcap>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+    check(cudaFuncSetAttribute(tc_kernel<W, kSoftcap, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
           "tensor-core reference: shared memory size");
     return most;
   }();
   if (bytes > cap)
     throw std::runtime_error("tensor-core reference: the case needs " + std::to_string(bytes) +
                              " bytes of shared memory, the device allows " + std::to_string(cap));
-  tc_kernel<W, kSoftcap><<<dim3(grid_x, grid_y), kThreads, bytes, harness_stream()>>>(p);
+  tc_kernel<W, kSoftcap, T><<<dim3(grid_x, grid_y), kThreads, bytes, harness_stream()>>>(p);
+}
+
+template <class T>
+void copy_and_launch(TcParams& p, PrepParams& pp, unsigned prep_x, unsigned gx, unsigned gy, std::int64_t k_elems,
+                     std::int64_t v_elems) {
+  // The copies, in per-thread slots: a case's copies are consumed by its own launch on the same stream.
+  pp.q = slot_of<T>("tc.q", static_cast<std::size_t>(pp.q_elems));
+  pp.k = slot_of<T>("tc.k", static_cast<std::size_t>(k_elems));
+  pp.ks = slot_of<T>("tc.ks", static_cast<std::size_t>(k_elems));
+  pp.v = slot_of<T>("tc.v", static_cast<std::size_t>(v_elems));
+  prep_kernel<T><<<dim3(prep_x, static_cast<unsigned>(p.B + 1)), 256, 0, harness_stream()>>>(pp);
+  check_last("tensor-core reference: 16-bit copies");
+  p.q = pp.q;
+  p.k = pp.k;
+  p.ks = pp.ks;
+  p.v = pp.v;
+  const bool capped = p.softcap > 0.0f;
+  if (p.kv.dv <= 64) capped ? launch<64, true, T>(p, gx, gy) : launch<64, false, T>(p, gx, gy);
+  else capped ? launch<128, true, T>(p, gx, gy) : launch<128, false, T>(p, gx, gy);
 }
 
 }  // namespace
+
+bool reference_opt_in(const char* name) {
+  const char* env = std::getenv("FLASHCHECK_REFERENCE");
+  if (!env) return false;
+  const std::string list = std::string(",") + env + ",";
+  return list.find(std::string(",") + name + ",") != std::string::npos;
+}
 
 std::string tc_unsupported_reason(const DeviceCase& dc) {
   const char* env = std::getenv("FLASHCHECK_REFERENCE");
@@ -549,9 +601,11 @@ std::string tc_unsupported_reason(const DeviceCase& dc) {
   if (c.dtype == DType::kF32) return "fp32 inputs: their products are not exact in a 16-bit tensor-core multiply";
   // The first tensor-core kernel also took fp16, with P's pieces scaled by 2^14: the device-reference property on
   // the H200 (10,000 cases, 2026-12-01) failed 41 fp16 cases and no bf16 one, because the pieces leave fp16's range
-  // below 2^-24 and outputs made only of weights under about 1e-12 came out 0 or a few 1e-4 off. fp16 V is exactly
-  // a sum of two bf16 values; until P.V is done that way, fp16 stays on the SIMT kernels.
-  if (c.dtype == DType::kF16) return "fp16 inputs: P's pieces in fp16 lose weights below its range (SIMT until V is split into bf16)";
+  // below 2^-24 and outputs made only of weights under about 1e-12 came out 0 or a few 1e-4 off. P's pieces are now
+  // bf16 whatever the dtype, and an fp16 V goes into P.V as two exact bf16 pieces; that version was written on
+  // 2026-12-06 without a GPU, so fp16 takes it only under FLASHCHECK_REFERENCE=tc-fp16 until it has passed there.
+  if (c.dtype == DType::kF16 && !reference_opt_in("tc-fp16"))
+    return "fp16 inputs: the fp16 tensor-core path is not yet validated on a GPU (FLASHCHECK_REFERENCE=tc-fp16)";
   if (c.head_dim % 16 != 0 || c.v_head_dim % 16 != 0) return "head dims must be multiples of 16 (the MMA's k-step)";
   if (c.head_dim > kMaxDim || c.v_head_dim > kMaxDim) return "head dims above 256 do not fit the shared-memory tiles";
   if (!dc.finite_inputs()) return "inputs with infinite or huge values (P's pieces times inf give NaN, fp32 gives inf)";
@@ -587,26 +641,14 @@ void tc_reference_and_baseline(const DeviceCase& dc, EmptyRow empty_row, const D
   if (blocks == 0 || c.heads == 0) return;
   if (blocks > INT_MAX || c.heads > 65535 || p.B >= 65535) throw std::invalid_argument("tensor-core reference: grid too large");
 
-  // The bf16 copies, in per-thread slots: a case's copies are consumed by its own launch on the same stream.
   const std::int64_t q_elems = g.total_q * p.H * p.kv.d, k_elems = total_k * p.kv.Hk * p.kv.d;
   PrepParams pp{p.kv, p.B, q_elems, p.scale, nullptr, nullptr, nullptr, nullptr};
-  pp.q = slot_of<bf16>("tc.q", static_cast<std::size_t>(q_elems));
-  pp.k = slot_of<bf16>("tc.k", static_cast<std::size_t>(k_elems));
-  pp.ks = slot_of<bf16>("tc.ks", static_cast<std::size_t>(k_elems));
-  pp.v = slot_of<bf16>("tc.v", static_cast<std::size_t>(total_k * p.kv.Hk * p.kv.dv));
   const std::int64_t work = std::max<std::int64_t>(q_elems, most_k * p.kv.Hk * std::max(p.kv.d, p.kv.dv)) / 8;
-  const std::int64_t prep_x = std::clamp<std::int64_t>((work + 255) / 256, 1, std::max(1, 8192 / (p.B + 1)));
-  prep_kernel<<<dim3(static_cast<unsigned>(prep_x), static_cast<unsigned>(p.B + 1)), 256, 0, harness_stream()>>>(pp);
-  check_last("tensor-core reference: bf16 copies");
-  p.q = pp.q;
-  p.k = pp.k;
-  p.ks = pp.ks;
-  p.v = pp.v;
-
+  const auto prep_x = static_cast<unsigned>(std::clamp<std::int64_t>((work + 255) / 256, 1, std::max(1, 8192 / (p.B + 1))));
   const auto gx = static_cast<unsigned>(blocks), gy = static_cast<unsigned>(c.heads);
-  const bool capped = p.softcap > 0.0f;
-  if (p.kv.dv <= 64) capped ? launch<64, true>(p, gx, gy) : launch<64, false>(p, gx, gy);
-  else capped ? launch<128, true>(p, gx, gy) : launch<128, false>(p, gx, gy);
+  const std::int64_t v_elems = total_k * p.kv.Hk * p.kv.dv;
+  if (c.dtype == DType::kF16) copy_and_launch<f16>(p, pp, prep_x, gx, gy, k_elems, v_elems);
+  else copy_and_launch<bf16>(p, pp, prep_x, gx, gy, k_elems, v_elems);
   check_last("tensor-core reference");
 }
 

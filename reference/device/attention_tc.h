@@ -1,4 +1,4 @@
-// The tensor-core reference: the fp32-accurate reference and the low-precision baseline of a bf16 case in
+// The tensor-core reference: the fp32-accurate reference and the low-precision baseline of a bf16 (or fp16) case in
 // one kernel, on mma.sync tensor cores (attention_tc.cu explains the accuracy; docs/TOLERANCE.md states
 // the bound). device_reference / device_baseline (attention.h) choose it when tc_unsupported_reason says
 // nothing, and the SIMT kernels of attention.cu otherwise. Host-callable, no CUDA headers.
@@ -14,6 +14,10 @@ namespace flashcheck::device {
 // Why the tensor-core path does not compute this case, or "" when it does: the one place of that
 // decision. FLASHCHECK_REFERENCE=simt in the environment switches the path off for every case.
 std::string tc_unsupported_reason(const DeviceCase& dc);
+
+// Whether FLASHCHECK_REFERENCE, a comma-separated list, opts in to a tensor-core path not yet validated on a GPU:
+// "tc-fp16" (this kernel on fp16 cases), "tc-gradients" (gradients_tc.h).
+bool reference_opt_in(const char* name);
 
 // The first pass's figures of one (query row, head): the reference's running max and sum of exponentials (m, z;
 // -inf and 0 for a row without keys), its logit sensitivity (core/tolerance.h logit_sensitivity), and the

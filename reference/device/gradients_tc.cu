@@ -1,9 +1,9 @@
-// The tensor-core gradient reference (gradients_tc.h) of a bf16 backward case, written as flash-attention 2 writes its
-// backward: the logits and dP recomputed per tile on mma.sync m16n8k16 (bf16 in, fp32 accumulate), nothing of size
-// L x L stored. Five launches:
+// The tensor-core gradient reference (gradients_tc.h) of a bf16 or fp16 backward case, written as flash-attention 2
+// writes its backward: the logits and dP recomputed per tile on mma.sync m16n8k16 (16-bit in, fp32 accumulate),
+// nothing of size L x L stored. Five launches:
 //   1. the forward's tensor-core kernel (attention_tc.cu) gives each (row, head) the reference's m, Z and logit
 //      sensitivity, the baseline's m and Z, and the fp32-accurate output O with its sensitivity;
-//   2. bf16 copies of Q, K, K' = rd(K * scale), V and dO in their fp32 layouts (exact: the case is bf16);
+//   2. copies of Q, K, K' = rd(K * scale), V and dO in the dtype, in their fp32 layouts (exact);
 //   3. per (row, head), one warp: D = dO . O, its sensitivity and terms (RowShareStats, as ExactRow::backward);
 //   4. per 64 query rows and head: dQ = scale sum_j ds_j k_j with its sensitivity and terms, then the baseline's
 //      D = sum_j P_j dP_j and its dQ;
@@ -13,12 +13,14 @@
 //
 // Why this is as accurate as an fp32 computation of the same formula (docs/TOLERANCE.md, "The tensor-core gradient
 // reference"), with u = 2^-24:
-// - The logits and dP = dO . v_j: q, k, dO and v are exact in bf16, their products exact in fp32 (attention_tc.cu).
+// - The logits and dP = dO . v_j: q, k, dO and v are exact in the dtype, their products exact in fp32
+//   (attention_tc.cu); MMAs of the dtype compute them.
 // - Each key's share (P_j, ds_j and their sensitivities) is reference/key_share.h's formula in fp32: what an fp32
 //   computation of the rows errs by is what the sensitivities carry (core/tolerance.h).
 // - The sums: ds_j (or P_j) split into three bf16 pieces (to 2^-25 relative), each piece times an exact bf16 operand
-//   exact, the 12 MMAs of a 64-term tile in a fresh accumulator added to the running sum with round-to-nearest: as
-//   for the forward's P.V, about 24u of each tile's magnitude plus a sum of n/64 terms, under the 8 sqrt(n + 1) u of
+//   exact (an fp16 operand goes in as two exact bf16 pieces, tc_mma.cuh split_f16x2: six MMAs instead of three), the
+//   MMAs of a 64-term tile in a fresh accumulator added to the running sum with round-to-nearest: as for the
+//   forward's P.V, about 24u of each tile's magnitude plus a sum of n/64 terms, under the 8 sqrt(n + 1) u of
 //   the sensitivity that the bound grants.
 // - The sensitivity, sqrt(n + 1) sum |ds_j k_jx| + sum ds_noise_j |k_jx| (core/tolerance.h gradient_sensitivity), is
 //   one sum of (sqrt(n + 1) |ds_j| + ds_noise_j) |k_jx|: n, the element's number of terms, is known before the sum.
@@ -26,7 +28,7 @@
 //   (truncating by at most (n/16) 2u, below 2^-9 for n <= 2^18 terms), inflated by 1 + 2^-7 and 1 + 2^-6: they bound
 //   what they estimate, as the forward's a_x does.
 // - The baseline follows the host baseline's rounding steps (reference/host/gradients.h); its sums are fp32 sums of
-//   products of bf16 values, exact products, in another order than the host's.
+//   products of values of the dtype, exact products, in another order than the host's.
 #include "reference/device/gradients_tc.h"
 
 #include <cuda_bf16.h>
@@ -76,7 +78,7 @@ struct GradParams {
   float scale, cap;  // the logits' scale in fp32, as the forward's kernel applies it
   double scale_d;    // the gradients' scale, as the host reference applies it
   int win_left, win_right;
-  const bf16 *q, *k, *ks, *v, *dout;  // bf16 copies of the fp32 inputs, same layouts; ks = rd(k * scale)
+  const void *q, *k, *ks, *v, *dout;  // copies of the fp32 inputs in the dtype (T), same layouts; ks = rd(k * scale)
   RowStat* rows;                       // (q_rows, H)
   TcGradientOutputs out;
 };
@@ -137,25 +139,25 @@ __device__ inline float truth_logit(const GradParams& p, float dot, float& t, fl
   }
   return s;
 }
-// The baseline's logit from q . rd(k scale), rd(tanh(rd(s / cap))) in t.
-template <bool kSoftcap>
+// The baseline's logit from q . rd(k scale), rd(tanh(rd(s / cap))) in t; rd rounds to the dtype T.
+template <class T, bool kSoftcap>
 __device__ inline float base_logit(const GradParams& p, float dot, float& t) {
-  float s = rd(dot);
+  float s = rd_t<T>(dot);
   t = 0.0f;
   if (kSoftcap) {
-    t = rd(tanhf(rd(s / p.cap)));
-    s = rd(t * p.cap);
+    t = rd_t<T>(tanhf(rd_t<T>(s / p.cap)));
+    s = rd_t<T>(t * p.cap);
   }
   return s;
 }
 // The baseline's ds from its rounded P and dP, and its softcap chain in the dtype.
-template <bool kSoftcap>
+template <class T, bool kSoftcap>
 __device__ inline float base_ds(const GradParams& p, float pb, float dpb, float db, float t) {
-  float ds = rd(pb * (dpb - db));
+  float ds = rd_t<T>(pb * (dpb - db));
   if (kSoftcap) {
-    const float dtanh = rd(ds * p.cap);
-    const float du = rd(dtanh * (1.0f - t * t));
-    ds = rd(du / p.cap);
+    const float dtanh = rd_t<T>(ds * p.cap);
+    const float du = rd_t<T>(dtanh * (1.0f - t * t));
+    ds = rd_t<T>(du / p.cap);
   }
   return ds;
 }
@@ -184,14 +186,15 @@ __device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
 // register (nt % 2) * 2 + rr.
 using AFrag = unsigned[4][4];
 __device__ inline void put(AFrag& a, int nt, int rr, bf16 lo, bf16 hi) { a[nt / 2][(nt % 2) * 2 + rr] = pack(lo, hi); }
-// A pair of bf16 values squared, each rounded to bf16: the B operand of a sum of squares.
+// A pair of T values squared, each rounded to bf16: the B operand of a sum of squares.
+template <class T>
 __device__ inline unsigned sq2(unsigned x) {
-  const float lo = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(x & 0xffffu)));
-  const float hi = __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(x >> 16)));
-  return pack(__float2bfloat16_rn(lo * lo), __float2bfloat16_rn(hi * hi));
+  const float2 f = unpack_t<T>(x);
+  return pack(__float2bfloat16_rn(f.x * f.x), __float2bfloat16_rn(f.y * f.y));
 }
 // s = A.B^T and sa = |A|.|B|^T of a warp's 16 rows (aw) against a 64-row tile bt, as qk (tc_mma.cuh).
-__device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const bf16* aw, int ld_a, const bf16* bt, int ld,
+template <class T>
+__device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const T* aw, int ld_a, const T* bt, int ld,
                               int d, int lane) {
   zero(s);
   zero(sa);
@@ -204,10 +207,10 @@ __device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const bf16* a
     for (int pr = 0; pr < 4; ++pr) {
       unsigned b[4];
       ldsm_x4(b, bt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
-      mma(s[2 * pr], a, b[0], b[1]);
-      mma(s[2 * pr + 1], a, b[2], b[3]);
-      mma(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
-      mma(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
+      mma_t<T>(s[2 * pr], a, b[0], b[1]);
+      mma_t<T>(s[2 * pr + 1], a, b[2], b[3]);
+      mma_t<T>(sa[2 * pr], aa, b[0] & kAbsMask, b[1] & kAbsMask);
+      mma_t<T>(sa[2 * pr + 1], aa, b[2] & kAbsMask, b[3] & kAbsMask);
     }
   }
 }
@@ -244,25 +247,39 @@ struct Pieces {
   }
 };
 // Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`.
-__device__ inline void accumulate(Sums& sums, const Pieces& a, const bf16* bt, int ld, int c0, int cols, int lane) {
+// The pieces are bf16; an fp16 B goes in as two exact bf16 pieces (tc_mma.cuh split_f16x2), each meeting every piece,
+// and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation).
+template <class T>
+__device__ inline void accumulate(Sums& sums, const Pieces& a, const T* bt, int ld, int c0, int cols, int lane) {
 #pragma unroll
   for (int cp = 0; cp < kW / 16; ++cp) {
     if (c0 + cp * 16 >= cols) continue;
     float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      unsigned b[4];
+      unsigned b[4], bl[4] = {0u, 0u, 0u, 0u};
       load_v(b, bt + c0, ld, kk, cp, lane);
+      const unsigned q0 = sq2<T>(b[0]), q1 = sq2<T>(b[1]), q2 = sq2<T>(b[2]), q3 = sq2<T>(b[3]);
+      if constexpr (std::is_same_v<T, f16>)
+        for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
       mma(t0, a.hi[kk], b[0], b[1]);
       mma(t0, a.mid[kk], b[0], b[1]);
       mma(t0, a.lo[kk], b[0], b[1]);
       mma(t1, a.hi[kk], b[2], b[3]);
       mma(t1, a.mid[kk], b[2], b[3]);
       mma(t1, a.lo[kk], b[2], b[3]);
+      if constexpr (std::is_same_v<T, f16>) {
+        mma(t0, a.hi[kk], bl[0], bl[1]);
+        mma(t0, a.mid[kk], bl[0], bl[1]);
+        mma(t0, a.lo[kk], bl[0], bl[1]);
+        mma(t1, a.hi[kk], bl[2], bl[3]);
+        mma(t1, a.mid[kk], bl[2], bl[3]);
+        mma(t1, a.lo[kk], bl[2], bl[3]);
+      }
       mma(sums.noise[2 * cp], a.noise[kk], b[0] & kAbsMask, b[1] & kAbsMask);
       mma(sums.noise[2 * cp + 1], a.noise[kk], b[2] & kAbsMask, b[3] & kAbsMask);
-      mma(sums.squares[2 * cp], a.mag2[kk], sq2(b[0]), sq2(b[1]));
-      mma(sums.squares[2 * cp + 1], a.mag2[kk], sq2(b[2]), sq2(b[3]));
+      mma(sums.squares[2 * cp], a.mag2[kk], q0, q1);
+      mma(sums.squares[2 * cp + 1], a.mag2[kk], q2, q3);
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {  // round-to-nearest across tiles (the head of this file)
@@ -271,8 +288,9 @@ __device__ inline void accumulate(Sums& sums, const Pieces& a, const bf16* bt, i
     }
   }
 }
-// One product of exact bf16 coefficients (the baseline's) with columns c0 .. of bt, a fresh accumulator per tile.
-__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const AFrag& a, const bf16* bt, int ld, int c0,
+// One product of coefficients exact in T (the baseline's) with columns c0 .. of bt, a fresh accumulator per tile.
+template <class T>
+__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const AFrag& a, const T* bt, int ld, int c0,
                                         int cols, int lane) {
 #pragma unroll
   for (int cp = 0; cp < kW / 16; ++cp) {
@@ -282,8 +300,8 @@ __device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const AFrag& a,
     for (int kk = 0; kk < 4; ++kk) {
       unsigned b[4];
       load_v(b, bt + c0, ld, kk, cp, lane);
-      mma(t0, a[kk], b[0], b[1]);
-      mma(t1, a[kk], b[2], b[3]);
+      mma_t<T>(t0, a[kk], b[0], b[1]);
+      mma_t<T>(t1, a[kk], b[2], b[3]);
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -348,16 +366,16 @@ __host__ __device__ inline int dq_smem_bytes(int d, int dv) {
   return 2 * (kM * (d + kPad) + kM * (dv + kPad) + 4 * kN * tile_ld(d, dv));
 }
 
-template <bool kSoftcap>
+template <bool kSoftcap, class T>
 __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   Tile bk;
   if (!locate_tile<false>(p, bk)) return;
   const int h = blockIdx.y, kh = h / p.group, d = p.d, dv = p.dv;
   const int ld_q = d + kPad, ld_o = dv + kPad, ld = tile_ld(d, dv);
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* os = qs + kM * ld_q;
-  bf16* slots = os + kM * ld_o;
+  T* qs = reinterpret_cast<T*>(smem);
+  T* os = qs + kM * ld_q;
+  T* slots = os + kM * ld_o;
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 
@@ -377,16 +395,18 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
   if (jlo >= jhi) return;  // no row of the block sees a key: its dQ stays zero (every thread takes this branch)
 
   const long long row0 = static_cast<long long>(bk.s.q_start) + bk.first;
-  load_rows(qs, ld_q, p.q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, 0, bk.count, d);
-  load_rows(os, ld_o, p.dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, 0, bk.count, dv);
+  const T *q = static_cast<const T*>(p.q), *k = static_cast<const T*>(p.k), *ks = static_cast<const T*>(p.ks);
+  const T *v = static_cast<const T*>(p.v), *dout = static_cast<const T*>(p.dout);
+  load_rows(qs, ld_q, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, 0, bk.count, d);
+  load_rows(os, ld_o, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, 0, bk.count, dv);
   cp_async_commit();
-  const bf16* qw = qs + warp * 16 * ld_q;
-  const bf16* ow = os + warp * 16 * ld_o;
+  const T* qw = qs + warp * 16 * ld_q;
+  const T* ow = os + warp * 16 * ld_o;
   const long long key0 = static_cast<long long>(bk.s.k_start) + bk.s.p0;
   const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
-  const bf16* k_base = p.k + (key0 * p.Hk + kh) * d;
-  const bf16* ks_base = p.ks + (key0 * p.Hk + kh) * d;
-  const bf16* v_base = p.v + (key0 * p.Hk + kh) * dv;
+  const T* k_base = k + (key0 * p.Hk + kh) * d;
+  const T* ks_base = ks + (key0 * p.Hk + kh) * d;
+  const T* v_base = v + (key0 * p.Hk + kh) * dv;
   auto warp_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
 
   // This lane's two rows: g and g + 8 of the warp's 16.
@@ -418,7 +438,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
     sums.clear();
     sweep(jlo, jhi, load_truth, [&](int st, int j0) {
       if (!warp_sees(j0)) return;
-      const bf16* kt = slot(st, 0);
+      const T* kt = slot(st, 0);
       Pieces a;
       {
         float s[8][4], dp[8][4], dpa[8][4];
@@ -471,8 +491,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
         const int rr = e >> 1;
         if (!sees(p, bk.s, i_of[rr], key_of(j0, nt, e & 1))) continue;
         float t;
-        const float pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
-        db[rr] += pb * rd(dp[nt][e]);
+        const float pb = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
+        db[rr] += pb * rd_t<T>(dp[nt][e]);
       }
   });
   for (int rr = 0; rr < 2; ++rr) {  // the quad's four lanes hold a row's keys 4c + t: every lane ends with the sum
@@ -485,7 +505,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
     clear(acc);
     sweep(jlo, jhi, load_base, [&](int st, int j0) {
       if (!warp_sees(j0)) return;
-      const bf16* kst = slot(st, 0);
+      const T* kst = slot(st, 0);
       AFrag a;
       {
         float s[8][4], dp[8][4];
@@ -495,19 +515,18 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
-            bf16 w[2];
+            float w[2];
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const int e = 2 * rr + c;
-              float ds = 0.0f;
+              w[c] = 0.0f;
               if (sees(p, bk.s, i_of[rr], key_of(j0, nt, c))) {
                 float t;
-                const float pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
-                ds = base_ds<kSoftcap>(p, pb, rd(dp[nt][e]), db[rr], t);
+                const float pb = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
+                w[c] = base_ds<T, kSoftcap>(p, pb, rd_t<T>(dp[nt][e]), db[rr], t);
               }
-              w[c] = __float2bfloat16_rn(ds);  // exact: ds is a bf16 value
             }
-            put(a, nt, rr, w[0], w[1]);
+            a[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(w[0], w[1]);  // exact: ds is a value of the dtype
           }
       }
       accumulate_exact(acc, a, kst, ld, c0, d, lane);
@@ -520,7 +539,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
       for (int rr = 0; rr < 2; ++rr) {
         if (n_keys[rr] == 0) continue;
         const long long at = ((row0 + warp * 16 + g + rr * 8) * p.H + h) * d + x;
-        for (int c = 0; c < 2; ++c) p.out.baseline[0][at + c] = rd(acc[nt][2 * rr + c]);
+        for (int c = 0; c < 2; ++c) p.out.baseline[0][at + c] = rd_t<T>(acc[nt][2 * rr + c]);
       }
     }
   }
@@ -534,17 +553,17 @@ __host__ __device__ inline int dkdv_smem_bytes(int d, int dv) {
          2 * kM * static_cast<int>(sizeof(RowStat));
 }
 
-template <bool kSoftcap>
+template <bool kSoftcap, class T>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   Tile bk;
   if (!locate_tile<true>(p, bk)) return;
   const int kh = blockIdx.y, d = p.d, dv = p.dv;
   const int ld_k = d + kPad, ld_v = dv + kPad, ld = tile_ld(d, dv);
-  bf16* kr = reinterpret_cast<bf16*>(smem);
-  bf16* kpr = kr + kN * ld_k;
-  bf16* vr = kpr + kN * ld_k;
-  bf16* slots = vr + kN * ld_v;
+  T* kr = reinterpret_cast<T*>(smem);
+  T* kpr = kr + kN * ld_k;
+  T* vr = kpr + kN * ld_k;
+  T* slots = vr + kN * ld_v;
   RowStat* stats = reinterpret_cast<RowStat*>(slots + 4 * kM * ld);
   auto q_slot = [&](int stage) { return slots + (stage * 2) * kM * ld; };
   auto o_slot = [&](int stage) { return slots + (stage * 2 + 1) * kM * ld; };
@@ -567,13 +586,14 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
 
   const long long krow0 = static_cast<long long>(bk.s.k_start) + bk.s.p0 + bk.first;
   const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
-  load_rows(kr, ld_k, p.k + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
-  load_rows(kpr, ld_k, p.ks + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
-  load_rows(vr, ld_v, p.v + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
+  const T *q = static_cast<const T*>(p.q), *dout = static_cast<const T*>(p.dout);
+  load_rows(kr, ld_k, static_cast<const T*>(p.k) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows(kpr, ld_k, static_cast<const T*>(p.ks) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows(vr, ld_v, static_cast<const T*>(p.v) + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
   cp_async_commit();
-  const bf16* kw = kr + warp * 16 * ld_k;
-  const bf16* kpw = kpr + warp * 16 * ld_k;
-  const bf16* vw = vr + warp * 16 * ld_v;
+  const T* kw = kr + warp * 16 * ld_k;
+  const T* kpw = kpr + warp * 16 * ld_k;
+  const T* vw = vr + warp * 16 * ld_v;
   auto warp_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
 
   // This lane's two keys, and the terms of their sums: the rows that see them, times the group's heads.
@@ -590,8 +610,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   auto loader = [&](int h) {
     const long long row0 = static_cast<long long>(bk.s.q_start);
     return [&, h, row0](int st, int i0) {
-      load_rows(q_slot(st), ld, p.q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, i0, ihi, d);
-      load_rows(o_slot(st), ld, p.dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, i0, ihi, dv);
+      load_rows(q_slot(st), ld, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, i0, ihi, d);
+      load_rows(o_slot(st), ld, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, i0, ihi, dv);
       for (int r = threadIdx.x; r < kM; r += kThreads)
         stats[st * kM + r] = i0 + r < ihi ? p.rows[(row0 + i0 + r) * p.H + h] : RowStat{};
     };
@@ -703,22 +723,21 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
-              bf16 wp[2], wd[2];
+              float wp[2], wd[2];
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
                 const int i = row_of(i0, nt, c), e = 2 * rr + c;
-                float pb = 0.0f, ds = 0.0f;
+                wp[c] = wd[c] = 0.0f;
                 if (sees(p, bk.s, i, j_of[rr])) {
                   const RowStat& r = rt[i - i0];
                   float t;
-                  pb = rd(expf(base_logit<kSoftcap>(p, s[nt][e], t) - r.mb) / r.zb);
-                  ds = base_ds<kSoftcap>(p, pb, rd(dp[nt][e]), r.db, t);
+                  wp[c] = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - r.mb) / r.zb);
+                  wd[c] = base_ds<T, kSoftcap>(p, wp[c], rd_t<T>(dp[nt][e]), r.db, t);
                 }
-                wp[c] = __float2bfloat16_rn(pb);  // exact: both are bf16 values
-                wd[c] = __float2bfloat16_rn(ds);
               }
-              put(ap, nt, rr, wp[0], wp[1]);
-              put(ad, nt, rr, wd[0], wd[1]);
+              // Exact: both are values of the dtype.
+              ap[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(wp[0], wp[1]);
+              ad[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(wd[0], wd[1]);
             }
         }
         accumulate_exact(head_v, ap, o_slot(st), ld, c0, dv, lane);
@@ -728,26 +747,30 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
       for (int nt = 0; nt < kW / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          group_k[nt][e] += rd(rd(head_k[nt][e]) * p.scale);
-          group_v[nt][e] += rd(head_v[nt][e]);
+          group_k[nt][e] += rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
+          group_v[nt][e] += rd_t<T>(head_v[nt][e]);
         }
     }
-    write_key(1, c0, d, [&](long long at, int nt, int e, int) { p.out.baseline[1][at] = rd(group_k[nt][e]); });
-    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { p.out.baseline[2][at] = rd(group_v[nt][e]); });
+    write_key(1, c0, d, [&](long long at, int nt, int e, int) { p.out.baseline[1][at] = rd_t<T>(group_k[nt][e]); });
+    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { p.out.baseline[2][at] = rd_t<T>(group_v[nt][e]); });
   }
 }
 
-// ---- Launch 2: the bf16 copies -----------------------------------------------------------------------------------
-__global__ void copy_kernel(bf16* dst, const float* src, long long n, float mul) {
+// ---- Launch 2: the copies in the dtype ------------------------------------------------------------------------
+template <class T>
+__global__ void copy_kernel(T* dst, const float* src, long long n, float mul) {
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    dst[i] = __float2bfloat16_rn(src[i] * mul);
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (std::is_same_v<T, f16>) dst[i] = __float2half_rn(src[i] * mul);
+    else dst[i] = __float2bfloat16_rn(src[i] * mul);
+  }
 }
-bf16* bf16_copy(const std::string& name, const float* src, long long n, float mul) {
-  bf16* dst = slot_of<bf16>(name, static_cast<std::size_t>(n));
+template <class T>
+const T* copy_as(const std::string& name, const float* src, long long n, float mul) {
+  T* dst = slot_of<T>(name, static_cast<std::size_t>(n));
   if (n > 0) {
     const long long blocks = std::min<long long>((n + 255) / 256, 4096);
-    copy_kernel<<<static_cast<unsigned>(blocks), 256, 0, harness_stream()>>>(dst, src, n, mul);
+    copy_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, harness_stream()>>>(dst, src, n, mul);
   }
   return dst;
 }
@@ -770,18 +793,31 @@ int smem_cap(const void* kernel, int wanted) {
         "tensor-core gradient reference: shared memory size");
   return most;
 }
-template <bool kSoftcap>
+template <bool kSoftcap, class T>
 void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles) {
-  static const int dq_most = smem_cap(reinterpret_cast<const void*>(dq_kernel<kSoftcap>),
+  static const int dq_most = smem_cap(reinterpret_cast<const void*>(dq_kernel<kSoftcap, T>),
                                       dq_smem_bytes(kMaxGradDim, kMaxGradDim));
-  static const int dkdv_most = smem_cap(reinterpret_cast<const void*>(dkdv_kernel<kSoftcap>),
+  static const int dkdv_most = smem_cap(reinterpret_cast<const void*>(dkdv_kernel<kSoftcap, T>),
                                         dkdv_smem_bytes(kMaxGradDim, kMaxGradDim));
   if (q_tiles > 0)
-    launch(dq_kernel<kSoftcap>, dq_smem_bytes(p.d, p.dv), dq_most, q_tiles, static_cast<unsigned>(p.H), p,
+    launch(dq_kernel<kSoftcap, T>, dq_smem_bytes(p.d, p.dv), dq_most, q_tiles, static_cast<unsigned>(p.H), p,
            "tensor-core gradient reference: dQ");
   if (k_tiles > 0)
-    launch(dkdv_kernel<kSoftcap>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.Hk), p,
+    launch(dkdv_kernel<kSoftcap, T>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.Hk), p,
            "tensor-core gradient reference: dK and dV");
+}
+// The copies in the dtype, then launches 3 to 5.
+template <class T>
+void copy_and_launch(GradParams& p, const DeviceInputs& in, const std::string& slot, long long q_elems,
+                     long long k_elems, long long v_elems, long long o_elems, unsigned q_tiles, unsigned k_tiles) {
+  p.q = copy_as<T>(slot + ".q", in.q, q_elems, 1.0f);
+  p.k = copy_as<T>(slot + ".k", in.k, k_elems, 1.0f);
+  p.ks = copy_as<T>(slot + ".ks", in.k, k_elems, p.scale);
+  p.v = copy_as<T>(slot + ".v", in.v, v_elems, 1.0f);
+  p.dout = copy_as<T>(slot + ".dout", in.dout, o_elems, 1.0f);
+  check_last("tensor-core gradient reference: copies");
+  if (p.cap > 0.0f) launch_gradients<true, T>(p, q_tiles, k_tiles);
+  else launch_gradients<false, T>(p, q_tiles, k_tiles);
 }
 
 }  // namespace
@@ -790,16 +826,17 @@ std::string tc_gradient_unsupported_reason(const DeviceCase& dc) {
   const char* env = std::getenv("FLASHCHECK_REFERENCE");
   if (env && std::strcmp(env, "simt") == 0) return "FLASHCHECK_REFERENCE=simt";
   // Written on 2026-12-06 without a GPU to run it: until reference/device/gradients_tc_test.cc and the
-  // device-gradient-reference property have passed on one, only FLASHCHECK_REFERENCE=tc-gradients takes it.
-  if (!env || std::strcmp(env, "tc-gradients") != 0)
+  // device-gradient-reference property have passed on one, only FLASHCHECK_REFERENCE=tc-gradients takes it (and, for
+  // fp16, the forward's kernel wants tc-fp16 too: FLASHCHECK_REFERENCE=tc-gradients,tc-fp16).
+  if (!reference_opt_in("tc-gradients"))
     return "the tensor-core gradient reference is not yet validated on a GPU (FLASHCHECK_REFERENCE=tc-gradients)";
   const KernelCase& c = dc.kcase();
   if (!c.backward() || c.kv_storage != KvStorage::kPacked || c.kv_cache) return "not a backward case with packed K/V";
   if (!dc.inputs().dout) return "the case has no dO on the device";
   if (c.head_dim > kMaxGradDim || c.v_head_dim > kMaxGradDim)
     return "head dims above 128 do not fit the gradient kernels' tiles and registers";
-  // The forward's kernel gives the rows' statistics: its conditions (bf16, head dims of multiples of 16, finite
-  // inputs) are this one's.
+  // The forward's kernel gives the rows' statistics: its conditions (bf16 or fp16, head dims of multiples of 16,
+  // finite inputs) are this one's.
   return tc_unsupported_reason(dc);
 }
 
@@ -820,7 +857,6 @@ void tc_reference_gradients(const DeviceCase& dc, const TcGradientOutputs& out, 
   auto* fwd_stats = slot_of<TcRowStats>(slot + ".fwd_stats", static_cast<std::size_t>(cells));
   tc_reference_and_baseline(dc, EmptyRow::kZero, fwd, DeviceResult{}, fwd_stats);
 
-  // 2. The bf16 copies.
   const DeviceInputs& in = dc.inputs();
   GradParams p{};
   p.seqs = in.seqs;
@@ -835,12 +871,6 @@ void tc_reference_gradients(const DeviceCase& dc, const TcGradientOutputs& out, 
   p.cap = static_cast<float>(c.softcap);
   p.win_left = static_cast<int>(rule.left);
   p.win_right = static_cast<int>(rule.right);
-  p.q = bf16_copy(slot + ".q", in.q, cells * d, 1.0f);
-  p.k = bf16_copy(slot + ".k", in.k, g.kv_rows * Hk * d, 1.0f);
-  p.ks = bf16_copy(slot + ".ks", in.k, g.kv_rows * Hk * d, p.scale);
-  p.v = bf16_copy(slot + ".v", in.v, g.kv_rows * Hk * dv, 1.0f);
-  p.dout = bf16_copy(slot + ".dout", in.dout, cells * dv, 1.0f);
-  check_last("tensor-core gradient reference: bf16 copies");
   p.out = out;
 
   // 3. The rows' statistics, one warp per (row, head) of the sequences.
@@ -859,8 +889,11 @@ void tc_reference_gradients(const DeviceCase& dc, const TcGradientOutputs& out, 
   }
   if (q_tiles > INT_MAX || k_tiles > INT_MAX || H > 65535)
     throw std::invalid_argument("tensor-core gradient reference: grid too large");
-  if (p.cap > 0.0f) launch_gradients<true>(p, static_cast<unsigned>(q_tiles), static_cast<unsigned>(k_tiles));
-  else launch_gradients<false>(p, static_cast<unsigned>(q_tiles), static_cast<unsigned>(k_tiles));
+  // 2 (the copies in the dtype), 4 and 5.
+  const auto qt = static_cast<unsigned>(q_tiles), kt = static_cast<unsigned>(k_tiles);
+  const long long kv = g.kv_rows * Hk;
+  if (c.dtype == DType::kF16) copy_and_launch<f16>(p, in, slot, cells * d, kv * d, kv * dv, cells * dv, qt, kt);
+  else copy_and_launch<bf16>(p, in, slot, cells * d, kv * d, kv * dv, cells * dv, qt, kt);
 }
 
 }  // namespace flashcheck::device

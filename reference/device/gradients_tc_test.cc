@@ -106,6 +106,29 @@ TEST_F(TcGradientsGpu, Length2048Causal) {
   expect_agreement(c);
 }
 
+// fp16 (with the forward's fp16 path, FLASHCHECK_REFERENCE=tc-gradients,tc-fp16): the products of an fp16 operand with
+// the bf16 pieces go through its two exact bf16 pieces.
+TEST_F(TcGradientsGpu, Fp16UnderItsOptIn) {
+  ::setenv("FLASHCHECK_REFERENCE", "tc-gradients,tc-fp16", 1);
+  KernelCase c = backward_case();
+  c.dtype = DType::kF16;
+  c.causal = true;
+  c.window = {9, 0};
+  c.softcap = 30;
+  c.seqs = {{.q_len = 70, .k_len = 130}, {.q_len = 12, .k_len = 5}};
+  expect_agreement(c);
+  KernelCase big = backward_case();
+  big.dtype = DType::kF16;
+  big.heads = 4;
+  big.kv_heads = 1;
+  big.head_dim = big.v_head_dim = 128;
+  big.alignment = Alignment::kBottomRight;
+  big.causal = true;
+  big.seqs = {{.q_len = 700, .k_len = 1100}};
+  big.dout = DoutRecipe{.kind = DoutKind::kNormal, .scale = 100.0};
+  expect_agreement(big);
+}
+
 // The judge at fp32 accuracy is not vacuous: one dQ element of the device's moved by twice its bound is named.
 TEST_F(TcGradientsGpu, AMovedElementIsNamed) {
   KernelCase c = backward_case();
@@ -146,7 +169,7 @@ TEST_F(TcGradientsGpu, OtherCasesTakeTheSimtKernels) {
     void (*change)(KernelCase&);
   };
   const Other others[] = {
-      {"fp16", [](KernelCase& c) { c.dtype = DType::kF16; }},
+      {"fp16 (without tc-fp16)", [](KernelCase& c) { c.dtype = DType::kF16; }},
       {"fp32", [](KernelCase& c) { c.dtype = DType::kF32; }},
       {"head dim 40", [](KernelCase& c) { c.head_dim = 40; }},
       {"head dim 256", [](KernelCase& c) { c.head_dim = c.v_head_dim = 256; }},

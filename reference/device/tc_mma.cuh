@@ -1,16 +1,21 @@
 // The tensor-core building blocks the reference kernels share (attention_tc.cu, gradients_tc.cu): mma.sync
-// m16n8k16 with bf16 operands and fp32 accumulators, ldmatrix, cp.async, tiles of 64 rows in shared memory and the
-// double-buffered sweep over them. attention_tc.cu's head explains the accuracy of the products. CUDA only, sm_80+.
+// m16n8k16 with bf16 or fp16 operands and fp32 accumulators, ldmatrix, cp.async, tiles of 64 rows in shared memory and
+// the double-buffered sweep over them. attention_tc.cu's head explains the accuracy of the products. An element type
+// T is the case's dtype, bf16 or f16: the inputs are exact in it, and so are the products of two of them in fp32.
+// CUDA only, sm_80+.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace flashcheck::device::tc {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 constexpr int kM = 64;  // query rows per block, 16 per warp
 constexpr int kN = 64;  // keys per tile
@@ -20,7 +25,7 @@ constexpr int kThreads = 32 * kWarps;
 // odd multiple of 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks.
 constexpr int kPad = 8;
 
-constexpr unsigned kAbsMask = 0x7fff7fffu;  // clears the signs of a bf16 pair
+constexpr unsigned kAbsMask = 0x7fff7fffu;  // clears the signs of a bf16 (or fp16) pair
 static_assert(kM == kN, "one tile loader serves Q and the key tiles");
 
 // ---- PTX wrappers (sm_80+) -------------------------------------------------------------------------
@@ -32,12 +37,12 @@ __device__ inline void cp_async16(void* dst, const void* src, bool valid) {
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
-__device__ inline void ldsm_x4(unsigned (&r)[4], const bf16* p) {
+__device__ inline void ldsm_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
-__device__ inline void ldsm_x4_trans(unsigned (&r)[4], const bf16* p) {
+__device__ inline void ldsm_x4_trans(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
@@ -49,10 +54,50 @@ __device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, u
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// The same with fp16 operands.
+__device__ inline void mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <class T>
+__device__ inline void mma_t(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<T, f16>) mma_f16(c, a, b0, b1);
+  else mma(c, a, b0, b1);
+}
 __device__ inline unsigned pack(bf16 lo, bf16 hi) {
   return static_cast<unsigned>(__bfloat16_as_ushort(lo)) | (static_cast<unsigned>(__bfloat16_as_ushort(hi)) << 16);
 }
 __device__ inline float rd(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+// x rounded to T (round to nearest even), as a float, and a pair of floats as a T pair.
+template <class T>
+__device__ inline float rd_t(float x) {
+  if constexpr (std::is_same_v<T, f16>) return __half2float(__float2half_rn(x));
+  else return rd(x);
+}
+template <class T>
+__device__ inline unsigned pack_t(float lo, float hi) {
+  if constexpr (std::is_same_v<T, f16>)
+    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
+           (static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16);
+  else return pack(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+}
+// A T pair (an operand register) as two floats.
+template <class T>
+__device__ inline float2 unpack_t(unsigned x) {
+  const auto lo = static_cast<unsigned short>(x & 0xffffu), hi = static_cast<unsigned short>(x >> 16);
+  if constexpr (std::is_same_v<T, f16>) return make_float2(__half2float(__ushort_as_half(lo)), __half2float(__ushort_as_half(hi)));
+  else return make_float2(__bfloat162float(__ushort_as_bfloat16(lo)), __bfloat162float(__ushort_as_bfloat16(hi)));
+}
+// A pair of fp16 values as bf16 pairs hi + lo, exactly: hi holds 8 of an fp16 value's 11 significant bits and lo the
+// rest, and bf16's range holds fp16's subnormals. The products of bf16 pieces with an fp16 operand go through this.
+__device__ inline void split_f16x2(unsigned x, unsigned& hi, unsigned& lo) {
+  const float2 f = unpack_t<f16>(x);
+  const bf16 h0 = __float2bfloat16_rn(f.x), h1 = __float2bfloat16_rn(f.y);
+  hi = pack(h0, h1);
+  lo = pack(__float2bfloat16_rn(f.x - __bfloat162float(h0)), __float2bfloat16_rn(f.y - __bfloat162float(h1)));
+}
 
 
 __device__ inline float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
@@ -75,15 +120,16 @@ __device__ inline void quad_merge(float& m, float& z) {
 }
 
 // ---- Tiles -----------------------------------------------------------------------------------------
-// Rows j0 .. j0 + 63 of a bf16 matrix (row stride `stride`), `cols` wide, into shared memory (leading
+// Rows j0 .. j0 + 63 of a 16-bit matrix (row stride `stride`), `cols` wide, into shared memory (leading
 // dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
 // into an MMA.
-__device__ inline void load_rows(bf16* dst, int ld, const bf16* src, long long stride, int j0, int end, int cols) {
+template <class T>
+__device__ inline void load_rows(T* dst, int ld, const T* src, long long stride, int j0, int end, int cols) {
   // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
   const int chunks = cols / 8;
   for (int r = threadIdx.x / 8; r < kN; r += kThreads / 8) {
     const bool valid = j0 + r < end;
-    const bf16* row = valid ? src + (j0 + r) * stride : src;
+    const T* row = valid ? src + (j0 + r) * stride : src;
     for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
   }
 }
@@ -97,7 +143,8 @@ __device__ inline void zero(float (&s)[8][4]) {
     for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
 }
 // s = Q.K^T of this warp's rows (qw) against a key tile kt.
-__device__ inline void qk(float (&s)[8][4], const bf16* qw, int ld_q, const bf16* kt, int ld, int d, int lane) {
+template <class T>
+__device__ inline void qk(float (&s)[8][4], const T* qw, int ld_q, const T* kt, int ld, int d, int lane) {
   zero(s);
   for (int k0 = 0; k0 < d; k0 += 16) {
     unsigned a[4];
@@ -106,15 +153,16 @@ __device__ inline void qk(float (&s)[8][4], const bf16* qw, int ld_q, const bf16
     for (int pr = 0; pr < 4; ++pr) {
       unsigned b[4];
       ldsm_x4(b, kt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
-      mma(s[2 * pr], a, b[0], b[1]);
-      mma(s[2 * pr + 1], a, b[2], b[3]);
+      mma_t<T>(s[2 * pr], a, b[0], b[1]);
+      mma_t<T>(s[2 * pr + 1], a, b[2], b[3]);
     }
   }
 }
 
 // The V operand of k-step kk (keys kk*16 ..) for output columns cp*16 .. cp*16 + 15 of a tile: v[0] and v[1]
 // for the first half of those columns, v[2] and v[3] for the second.
-__device__ inline void load_v(unsigned (&v)[4], const bf16* vt, int ld, int kk, int cp, int lane) {
+__device__ inline void load_v(unsigned (&v)[4], const void* vt_, int ld, int kk, int cp, int lane) {
+  const auto* vt = static_cast<const unsigned short*>(vt_);
   ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
 }
 
