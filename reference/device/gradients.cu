@@ -553,7 +553,7 @@ void run_baseline(Params& p, const Prepared& pr, const std::string& slot) {
 // The tensor-core path's arrays, zeroed, in the slots the SIMT path would use, and computed.
 struct TcArrays {
   TcGradientOutputs out;
-  std::size_t n[3] = {0, 0, 0};
+  std::array<std::size_t, 3> n{};
 };
 TcArrays run_tensor_cores(const DeviceCase& dc, const std::string& slot) {
   const KernelCase& c = dc.kcase();
@@ -573,12 +573,7 @@ TcArrays run_tensor_cores(const DeviceCase& dc, const std::string& slot) {
   return a;
 }
 
-}  // namespace
-
-namespace {
-
-// The reference's three gradients with their sensitivities and terms, or (without truth pointers) the baseline's,
-// copied to the host.
+// The reference's three gradients with their sensitivities and terms, and the baseline's, copied to the host.
 GradientResult fetch_truth(const std::array<double*, 3>& truth, const std::array<double*, 3>& noise,
                            const std::array<double*, 3>& terms, const std::array<std::size_t, 3>& n) {
   GradientResult r;
@@ -634,8 +629,7 @@ DeviceGradients device_gradients_and_baseline(const KernelCase& c, const CaseTen
     return {simt_truth(dc, slot + ".truth"), simt_baseline(dc, slot + ".baseline"), false};
   const TcArrays a = run_tensor_cores(dc, slot);
   check_last("device gradients (tensor cores)", true);
-  const std::array<std::size_t, 3> n{a.n[0], a.n[1], a.n[2]};
-  return {fetch_truth(a.out.truth, a.out.noise, a.out.terms, n), fetch_baseline(a.out.baseline, n), true};
+  return {fetch_truth(a.out.truth, a.out.noise, a.out.terms, a.n), fetch_baseline(a.out.baseline, a.n), true};
 }
 
 DeviceGradientReference device_reference_gradients(const DeviceCase& dc, const std::string& slot) {
