@@ -5,11 +5,9 @@
 #include "properties/conformance_device.h"
 
 #include <gtest/gtest.h>
-#include <thread>
 #include <vector>
 
 #include "core/device/device_memory.h"
-#include "kernels/devices.h"
 #include "kernels/kernel.h"
 #include "properties/varied_device_cases.h"
 
@@ -40,17 +38,8 @@ TEST(ConformanceInFlight, ThreadsOnTheirOwnStreamsGiveTheVerdictsOfOneThread) {
   for (const KernelCase& c : cases) alone.push_back(check_conformance_device(*k, c, nullptr));
   ASSERT_EQ(alone[20].kind, VerdictKind::kFail) << "the planted window case must fail";
 
-  std::vector<Verdict> together(cases.size());
-  constexpr std::size_t kThreads = 4;
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < kThreads; ++t)
-    pool.emplace_back([&, t] {
-      ASSERT_TRUE(use_thread_stream());
-      for (int round = 0; round < 3; ++round)  // rounds: every thread meets every other's cases mid-flight
-        for (std::size_t i = (t + round) % kThreads; i < cases.size(); i += kThreads)
-          together[i] = check_conformance_device(*k, cases[i], nullptr);
-    });
-  for (std::thread& th : pool) th.join();
+  const std::vector<Verdict> together =
+      judged_in_flight(cases, [&](const KernelCase& c) { return check_conformance_device(*k, c, nullptr); });
 
   for (std::size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(i);

@@ -9,12 +9,10 @@
 #include <gtest/gtest.h>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/device/device_memory.h"
 #include "core/device/device_output.h"
-#include "kernels/devices.h"
 #include "properties/property.h"
 #include "properties/varied_device_cases.h"
 
@@ -107,16 +105,7 @@ TEST(GradConformanceDevice, ThreadsOnTheirOwnStreamsGiveTheVerdictsOfOneThread) 
   std::vector<Verdict> alone;
   for (const KernelCase& c : cases) alone.push_back(p->check(*k, c));
 
-  std::vector<Verdict> together(cases.size());
-  constexpr std::size_t kThreads = 4;
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < kThreads; ++t)
-    pool.emplace_back([&, t] {
-      ASSERT_TRUE(use_thread_stream());
-      for (int round = 0; round < 3; ++round)  // rounds: every thread meets every other's cases mid-flight
-        for (std::size_t i = (t + round) % kThreads; i < cases.size(); i += kThreads) together[i] = p->check(*k, cases[i]);
-    });
-  for (std::thread& th : pool) th.join();
+  const std::vector<Verdict> together = judged_in_flight(cases, [&](const KernelCase& c) { return p->check(*k, c); });
 
   for (std::size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(summary(cases[i]));

@@ -1,11 +1,16 @@
 // Test-only: varied varlen cases of realistic small shapes for the device tests (GQA groups 1-3, head dims 64 and 128,
-// bf16 and fp16, causal or not, 1-4 sequences of different lengths), each with its own seed.
+// bf16 and fp16, causal or not, 1-4 sequences of different lengths), each with its own seed; and the verdicts of cases
+// judged in flight, by threads on their own streams.
 #pragma once
 
 #include <cstdint>
+#include <gtest/gtest.h>
+#include <thread>
 #include <vector>
 
 #include "core/kernel_case.h"
+#include "core/verdict.h"
+#include "kernels/devices.h"
 
 namespace flashcheck {
 
@@ -26,6 +31,23 @@ inline std::vector<KernelCase> varied_device_cases(int count, std::int64_t max_l
     cases.push_back(c);
   }
   return cases;
+}
+
+// Each case judged by `check` on four threads, each on its own stream (kernels/devices.h use_thread_stream), in three
+// rounds so that every thread meets every other's cases mid-flight; the verdict kept is the last round's.
+template <class Check>
+std::vector<Verdict> judged_in_flight(const std::vector<KernelCase>& cases, Check check) {
+  std::vector<Verdict> verdicts(cases.size());
+  constexpr std::size_t kThreads = 4;
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      ASSERT_TRUE(use_thread_stream());
+      for (int round = 0; round < 3; ++round)
+        for (std::size_t i = (t + round) % kThreads; i < cases.size(); i += kThreads) verdicts[i] = check(cases[i]);
+    });
+  for (std::thread& th : pool) th.join();
+  return verdicts;
 }
 
 }  // namespace flashcheck

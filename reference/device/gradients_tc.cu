@@ -123,6 +123,27 @@ __device__ inline bool locate_tile(const GradParams& p, Tile& t) {
   return false;
 }
 
+// The union of range(i, lo, hi) over a tile's 64 rows i (the block's), and over this warp's 16 of them.
+struct Spans {
+  int lo = INT_MAX, hi = 0, warp_lo = INT_MAX, warp_hi = 0;
+};
+template <class Range>
+__device__ inline Spans spans_of(const Tile& t, int warp, Range range) {
+  Spans sp;
+  for (int r = 0; r < t.count; ++r) {
+    int lo, hi;
+    range(t.first + r, lo, hi);
+    if (hi <= lo) continue;
+    sp.lo = min(sp.lo, lo);
+    sp.hi = max(sp.hi, hi);
+    if (r / 16 == warp) {
+      sp.warp_lo = min(sp.warp_lo, lo);
+      sp.warp_hi = max(sp.warp_hi, hi);
+    }
+  }
+  return sp;
+}
+
 // ---- The arithmetic of one (row, key) pair ----------------------------------------------------------------------
 // The reference's logit from q . k, as the forward's kernel computes it (its m and Z come from there), with
 // tanh(s / cap) in t and the softcap's derivative in c (0 and 1 without).
@@ -160,6 +181,11 @@ __device__ inline float base_ds(const GradParams& p, float pb, float dpb, float 
     ds = rd_t<T>(du / p.cap);
   }
   return ds;
+}
+// The baseline's P of a pair from its logit's dot, rd(tanh) in t.
+template <class T, bool kSoftcap>
+__device__ inline float base_weight(const GradParams& p, const RowStat& r, float dot, float& t) {
+  return rd_t<T>(expf(base_logit<T, kSoftcap>(p, dot, t) - r.mb) / r.zb);
 }
 __device__ inline RowShareStats<float> share_of(const RowStat& r) {
   return RowShareStats<float>{r.big_d, r.d_sens, r.d_terms, r.logit_sens};
@@ -246,6 +272,53 @@ struct Pieces {
     put(mag2, nt, rr, q[0], q[1]);
   }
 };
+// A tile's coefficients for dQ and dK from its logits' dots s, dP's dots and absolute dots: pair(nt, rr, c) gives the
+// statistics of the row of accumulator element (nt, 2 rr + c), or null where that row does not see that key.
+template <bool kSoftcap, class Pair>
+__device__ inline void ds_pieces(Pieces& a, const GradParams& p, const float (&s)[8][4], const float (&dp)[8][4],
+                                 const float (&dpa)[8][4], const float (&sum_factor)[2], Pair pair) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const RowStat* r = pair(nt, rr, c);
+        if (!r) continue;
+        const int e = 2 * rr + c;
+        const KeyShare<float> ks = share<kSoftcap>(p, *r, s[nt][e], dp[nt][e], dpa[nt][e]);
+        ds[c] = ks.ds;
+        dn[c] = ks.ds_noise;
+        dm[c] = ks.ds_magnitude;
+      }
+      a.set(nt, rr, sum_factor[rr], ds, dn, dm);
+    }
+}
+// The baseline's ds (and, where `weights` is given, its P) of a tile as A operands in the dtype, exact: both are
+// values of the dtype. s holds the dots with K' = rd(K scale), dp those of dP; pair as for ds_pieces.
+template <class T, bool kSoftcap, class Pair>
+__device__ inline void base_fragments(AFrag& ds_frag, AFrag* weights, const GradParams& p, const float (&s)[8][4],
+                                      const float (&dp)[8][4], Pair pair) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float pb[2] = {0.0f, 0.0f}, ds[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const RowStat* r = pair(nt, rr, c);
+        if (!r) continue;
+        const int e = 2 * rr + c;
+        float t;
+        pb[c] = base_weight<T, kSoftcap>(p, *r, s[nt][e], t);
+        ds[c] = base_ds<T, kSoftcap>(p, pb[c], rd_t<T>(dp[nt][e]), r->db, t);
+      }
+      ds_frag[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(ds[0], ds[1]);
+      if (weights) (*weights)[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(pb[0], pb[1]);
+    }
+}
+
 // Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`.
 // The pieces are bf16; an fp16 B goes in as two exact bf16 pieces (tc_mma.cuh split_f16x2), each meeting every piece,
 // and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation).
@@ -379,19 +452,9 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 
-  // The union of the visible keys of the block's rows, and of this warp's rows.
-  int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0;
-  for (int r = 0; r < bk.count; ++r) {
-    int lo, hi;
-    keys_of_row(p, bk.s, bk.first + r, lo, hi);
-    if (hi <= lo) continue;
-    jlo = min(jlo, lo);
-    jhi = max(jhi, hi);
-    if (r / 16 == warp) {
-      wlo = min(wlo, lo);
-      whi = max(whi, hi);
-    }
-  }
+  // The keys the block's rows see, and this warp's rows.
+  const Spans keys = spans_of(bk, warp, [&](int i, int& lo, int& hi) { keys_of_row(p, bk.s, i, lo, hi); });
+  const int jlo = keys.lo, jhi = keys.hi, wlo = keys.warp_lo, whi = keys.warp_hi;
   if (jlo >= jhi) return;  // no row of the block sees a key: its dQ stays zero (every thread takes this branch)
 
   const long long row0 = static_cast<long long>(bk.s.q_start) + bk.first;
@@ -422,7 +485,12 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
     sum_factor[rr] = tolerance::sum_sensitivity<float>(n_keys[rr]);
     rs[rr] = n_keys[rr] > 0 ? p.rows[(row0 + r) * p.H + h] : RowStat{};
   }
-  auto key_of = [&](int j0, int nt, int c) { return j0 + nt * 8 + 2 * t4 + c; };
+  // The statistics of this lane's row rr where it sees the key of accumulator column (nt, c) of tile j0.
+  auto row_seeing = [&](int j0) {
+    return [&, j0](int nt, int rr, int c) -> const RowStat* {
+      return sees(p, bk.s, i_of[rr], j0 + nt * 8 + 2 * t4 + c) ? &rs[rr] : nullptr;
+    };
+  };
   auto load_truth = [&](int st, int j0) {
     load_rows(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
     load_rows(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
@@ -444,22 +512,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
         float s[8][4], dp[8][4], dpa[8][4];
         qk(s, qw, ld_q, kt, ld, d, lane);
         qk_abs(dp, dpa, ow, ld_o, slot(st, 1), ld, dv, lane);
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int e = 2 * rr + c;
-              if (!sees(p, bk.s, i_of[rr], key_of(j0, nt, c))) continue;
-              const KeyShare<float> ks = share<kSoftcap>(p, rs[rr], s[nt][e], dp[nt][e], dpa[nt][e]);
-              ds[c] = ks.ds;
-              dn[c] = ks.ds_noise;
-              dm[c] = ks.ds_magnitude;
-            }
-            a.set(nt, rr, sum_factor[rr], ds, dn, dm);
-          }
+        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
       }
       accumulate(sums, a, kt, ld, c0, d, lane);
     });
@@ -484,20 +537,21 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
     float s[8][4], dp[8][4];
     qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
     qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
+    const auto pair = row_seeing(j0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int rr = e >> 1;
-        if (!sees(p, bk.s, i_of[rr], key_of(j0, nt, e & 1))) continue;
+        const RowStat* r = pair(nt, e >> 1, e & 1);
+        if (!r) continue;
         float t;
-        const float pb = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
-        db[rr] += pb * rd_t<T>(dp[nt][e]);
+        db[e >> 1] += base_weight<T, kSoftcap>(p, *r, s[nt][e], t) * rd_t<T>(dp[nt][e]);
       }
   });
   for (int rr = 0; rr < 2; ++rr) {  // the quad's four lanes hold a row's keys 4c + t: every lane ends with the sum
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 1);
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 2);
+    rs[rr].db = db[rr];
     if (t4 == 0 && n_keys[rr] > 0) p.rows[(row0 + warp * 16 + g + rr * 8) * p.H + h].db = db[rr];
   }
   for (int c0 = 0; c0 < d; c0 += kW) {
@@ -511,23 +565,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
         float s[8][4], dp[8][4];
         qk(s, qw, ld_q, kst, ld, d, lane);
         qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            float w[2];
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int e = 2 * rr + c;
-              w[c] = 0.0f;
-              if (sees(p, bk.s, i_of[rr], key_of(j0, nt, c))) {
-                float t;
-                const float pb = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - rs[rr].mb) / rs[rr].zb);
-                w[c] = base_ds<T, kSoftcap>(p, pb, rd_t<T>(dp[nt][e]), db[rr], t);
-              }
-            }
-            a[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(w[0], w[1]);  // exact: ds is a value of the dtype
-          }
+        base_fragments<T, kSoftcap>(a, nullptr, p, s, dp, row_seeing(j0));
       }
       accumulate_exact(acc, a, kst, ld, c0, d, lane);
     });
@@ -569,19 +607,9 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   auto o_slot = [&](int stage) { return slots + (stage * 2 + 1) * kM * ld; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 
-  // The union of the query rows that see the block's keys, and this warp's keys.
-  int ilo = INT_MAX, ihi = 0, wlo = INT_MAX, whi = 0;
-  for (int r = 0; r < bk.count; ++r) {
-    int lo, hi;
-    rows_of_key(p, bk.s, bk.first + r, lo, hi);
-    if (hi <= lo) continue;
-    ilo = min(ilo, lo);
-    ihi = max(ihi, hi);
-    if (r / 16 == warp) {
-      wlo = min(wlo, lo);
-      whi = max(whi, hi);
-    }
-  }
+  // The query rows that see the block's keys, and this warp's keys.
+  const Spans rows = spans_of(bk, warp, [&](int j, int& lo, int& hi) { rows_of_key(p, bk.s, j, lo, hi); });
+  const int ilo = rows.lo, ihi = rows.hi, wlo = rows.warp_lo, whi = rows.warp_hi;
   if (ilo >= ihi) return;  // no row sees these keys: their gradients stay zero
 
   const long long krow0 = static_cast<long long>(bk.s.k_start) + bk.s.p0 + bk.first;
@@ -606,6 +634,13 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
     sum_factor[rr] = tolerance::sum_sensitivity<float>(hi > lo ? static_cast<long long>(hi - lo) * p.group : 0);
   }
   auto row_of = [&](int i0, int nt, int c) { return i0 + nt * 8 + 2 * t4 + c; };
+  // The statistics of the row of accumulator column (nt, c) of tile i0 (stage st) where it sees this lane's key rr.
+  auto row_seeing = [&](int st, int i0) {
+    return [&, st, i0](int nt, int rr, int c) -> const RowStat* {
+      const int i = row_of(i0, nt, c);
+      return sees(p, bk.s, i, j_of[rr]) ? &stats[st * kM + i - i0] : nullptr;
+    };
+  };
   // The tiles of query head h: rows i0 .. of Q and dO, and their statistics.
   auto loader = [&](int h) {
     const long long row0 = static_cast<long long>(bk.s.q_start);
@@ -637,7 +672,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
         if (!warp_sees(i0)) return;
-        const RowStat* rt = stats + st * kM;
+        const auto pair = row_seeing(st, i0);
         Pieces a;
         {
           float s[8][4];
@@ -649,12 +684,11 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
               float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
-                const int i = row_of(i0, nt, c);
-                if (!sees(p, bk.s, i, j_of[rr])) continue;
-                const RowStat& r = rt[i - i0];
+                const RowStat* r = pair(nt, rr, c);
+                if (!r) continue;
                 float t, cc;
-                pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r.m) / r.z;
-                pn[c] = tolerance::weight_sensitivity(r.logit_sens, pj[c]);
+                pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r->m) / r->z;
+                pn[c] = tolerance::weight_sensitivity(r->logit_sens, pj[c]);
               }
               a.set(nt, rr, sum_factor[rr], pj, pn, pj);
             }
@@ -671,28 +705,12 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
         if (!warp_sees(i0)) return;
-        const RowStat* rt = stats + st * kM;
         Pieces a;
         {
           float s[8][4], dp[8][4], dpa[8][4];
           qk(s, kw, ld_k, q_slot(st), ld, d, lane);
           qk_abs(dp, dpa, vw, ld_v, o_slot(st), ld, dv, lane);
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-              float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int i = row_of(i0, nt, c), e = 2 * rr + c;
-                if (!sees(p, bk.s, i, j_of[rr])) continue;
-                const KeyShare<float> ks = share<kSoftcap>(p, rt[i - i0], s[nt][e], dp[nt][e], dpa[nt][e]);
-                ds[c] = ks.ds;
-                dn[c] = ks.ds_noise;
-                dm[c] = ks.ds_magnitude;
-              }
-              a.set(nt, rr, sum_factor[rr], ds, dn, dm);
-            }
+          ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
         }
         accumulate(sums, a, q_slot(st), ld, c0, d, lane);
       });
@@ -713,32 +731,12 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
       clear(head_v);
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
         if (!warp_sees(i0)) return;
-        const RowStat* rt = stats + st * kM;
         AFrag ap, ad;
         {
           float s[8][4], dp[8][4];
           qk(s, kpw, ld_k, q_slot(st), ld, d, lane);
           qk(dp, vw, ld_v, o_slot(st), ld, dv, lane);
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-              float wp[2], wd[2];
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int i = row_of(i0, nt, c), e = 2 * rr + c;
-                wp[c] = wd[c] = 0.0f;
-                if (sees(p, bk.s, i, j_of[rr])) {
-                  const RowStat& r = rt[i - i0];
-                  float t;
-                  wp[c] = rd_t<T>(expf(base_logit<T, kSoftcap>(p, s[nt][e], t) - r.mb) / r.zb);
-                  wd[c] = base_ds<T, kSoftcap>(p, wp[c], rd_t<T>(dp[nt][e]), r.db, t);
-                }
-              }
-              // Exact: both are values of the dtype.
-              ap[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(wp[0], wp[1]);
-              ad[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(wd[0], wd[1]);
-            }
+          base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
         }
         accumulate_exact(head_v, ap, o_slot(st), ld, c0, dv, lane);
         accumulate_exact(head_k, ad, q_slot(st), ld, c0, d, lane);
