@@ -260,7 +260,7 @@ int run_repro(const ReproOptions& o) {
   const std::string issue = kIssueHead + render_issue_body(in);
   SafetensorsFile st;
   st.metadata["written_by"] = kTensorsMark;
-  store_case(f.cases[in.case_index], "", in.adapter.has_value(), st);
+  store_case(f.cases[in.case_index], "", repro_keys_in_logical_order(in.kernel), st);
   for (std::size_t i = 0; i < in.prelude.size(); ++i)
     store_case(f.cases[in.prelude[i]], fmt::format("prelude{}.", i), false, st);
 

@@ -137,6 +137,11 @@ std::string repro_unsupported_kernel(const std::string& kernel) {
   return fmt::format("no reproducer is written for kernel '{}' (repro writes scripts for: {})", kernel, names);
 }
 
+bool repro_keys_in_logical_order(const std::string& kernel) {
+  const ReproKernel* k = find_kernel(kernel);
+  return is_python_kernel(kernel) || (k && k->per_sequence);
+}
+
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel) {
   if (std::string why = repro_unsupported_kernel(kernel); !why.empty()) return why;
   // K/V strides are laid out by the per-sequence kernels' calls (as the SDPA adapter presents K and V), not by the
@@ -144,15 +149,17 @@ std::string repro_unsupported_case(const KernelCase& c, const std::string& kerne
   const ReproKernel* k = find_kernel(kernel);
   if (c.kv_strides != KvStrides::kContiguous && !(k && k->per_sequence))
     return fmt::format("K/V strides '{}' are not laid out by the script for {} yet", to_string(c.kv_strides), kernel);
-  if (is_python_kernel(kernel)) {
-    // The adapter gets every layout as flashcheck's bridge passes it; the script's gradients are read per sequence
-    // from packed K/V rows.
-    if (c.backward() && (c.kv_storage == KvStorage::kPaged || c.kv_cache))
+  const bool paged_or_appended = c.kv_storage == KvStorage::kPaged || c.kv_cache;
+  if (repro_keys_in_logical_order(kernel)) {
+    // A Python adapter gets every layout as flashcheck's bridge passes it, a per-sequence call each sequence's keys in
+    // order; the script's gradients are read per sequence from packed K/V rows.
+    if (c.backward() && paged_or_appended)
       return "a backward over paged K/V or a KV-cache append is not laid out by the script yet";
-    return "";
+    if (is_python_kernel(kernel)) return "";
   }
-  if (c.kv_storage == KvStorage::kPaged) return "paged K/V (a block table) is not laid out by the script yet";
-  if (c.kv_cache) return "a KV-cache append is not laid out by the script yet";
+  if (c.kv_storage == KvStorage::kPaged && !k->per_sequence)
+    return "paged K/V (a block table) is not laid out by the script yet";
+  if (c.kv_cache && !k->per_sequence) return "a KV-cache append is not laid out by the script yet";
   if (c.softcap > 0) return fmt::format("{} takes no softcap", kernel);
   const bool leftpad = std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.leftpad_k > 0; });
   if (leftpad && !k->per_sequence) return fmt::format("{} takes no left padding of the keys", kernel);
@@ -316,9 +323,9 @@ std::string repro_spec_json(const ReproInput& in) {
   const CaseGeometry g = geometry(c);
   const MaskRule m = mask_rule(c);
   const Expectation e = expectation_of(in);
-  // A Python adapter gets the whole layout (pages, a cache append); the script's reference reads each sequence's keys
-  // in logical order from k_logical / v_logical (written beside q, k, v) instead of from the kernel's storage.
-  const bool logical_kv = in.adapter && (c.kv_storage == KvStorage::kPaged || c.kv_cache);
+  // Paged or appended keys: the script reads each sequence's keys in logical order from k_logical / v_logical (written
+  // beside q, k, v) for its reference and, for a per-sequence call, for the kernel too.
+  const bool logical_kv = repro_keys_in_logical_order(in.kernel) && (c.kv_storage == KvStorage::kPaged || c.kv_cache);
   json seqs = json::array();
   std::int64_t logical_start = 0;
   for (const SeqGeometry& s : g.seqs) {

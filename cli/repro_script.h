@@ -18,9 +18,13 @@ namespace flashcheck::cli {
 // are not written as scripts. A Python kernel (py:package.module:function) is: its adapter's source goes into it.
 std::string repro_unsupported_kernel(const std::string& kernel);
 // Why this case cannot be written for `kernel` ("" when it can): layouts the script does not lay out for that kernel
-// (paged K/V and a KV-cache append outside the Python adapters, non-contiguous K/V strides, a backward over pages or a
+// (paged K/V and a KV-cache append for the packed aten calls, non-contiguous K/V strides, a backward over pages or a
 // cache), or a dense kernel given sequences of different lengths.
 std::string repro_unsupported_case(const KernelCase& c, const std::string& kernel);
+// Whether the script gives `kernel` paged or appended keys in logical order, each sequence's keys one after another
+// (k_logical and v_logical beside the case's tensors): the Python adapters' reference reads them, and the per-sequence
+// calls (the SDPA adapters, which gather each sequence's keys) take them as the adapter does.
+bool repro_keys_in_logical_order(const std::string& kernel);
 // Whether `kernel` is a Python kernel's name (py:...), resolved through the Python bridge.
 inline bool is_python_kernel(const std::string& kernel) { return kernel.rfind("py:", 0) == 0; }
 // Whether a fixture records a failure (fail, error, crash or timeout): what a reproducer reproduces.

@@ -98,9 +98,29 @@ expect_refusal "No module named 'no_such_module'" "$found" --kernel py:no_such_m
 expect_refusal "--kernel does not apply" fixtures/issues/hf-F1-decode-position-ids.json --kernel sdpa-math-cpu --out "$work/x"
 expect_refusal "no case named or numbered 'nope'" "$found" --case nope --out "$work/x"
 expect_refusal "no-such.json" "$work/no-such.json" --out "$work/x"
-"$fc" fixture new --out "$work/paged.json" --title p --seqs 2x5 --expect sdpa-math-cpu=fail > /dev/null 2>&1 || fail "paged"
+# Paged keys and a KV-cache append: the per-sequence calls get each sequence's keys in logical order, as the SDPA
+# adapters gather them (the script's verdict is replay's: the same worst ratio); the packed aten calls refuse them.
+"$fc" fixture new --out "$work/paged.json" --title p --seqs 2x5 --causal --expect sdpa-math-cpu=pass > /dev/null 2>&1 || fail "paged"
 sed -i 's/"storage": "packed"/"storage": "paged"/' "$work/paged.json"
-expect_refusal "paged K/V" "$work/paged.json" --kernel sdpa-math-cpu --case 0 --out "$work/x"
+"$fc" fixture new --out "$work/cache.json" --title c --seqs 2x5 --causal --expect sdpa-math-cpu=pass > /dev/null 2>&1 || fail "cache"
+"$py" - "$work/cache.json" <<'PY' || fail "cache fixture"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["cases"][0]
+c["kv"]["cache"] = True
+c["seqs"] = [{"q_len": 3, "k_len": 8, "cache_len": 5, "new_len": 3}, {"q_len": 2, "k_len": 2, "cache_len": 0, "new_len": 2}]
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PY
+for layout in paged cache; do
+  for k in sdpa-math-cpu cpu-flash; do
+    "$fc" repro "$work/$layout.json" --kernel $k --case 0 --out "$work/$layout-$k" > /dev/null 2>&1 || fail "repro $layout on $k"
+    "$py" "$work/$layout-$k/repro.py" > "$work/$layout-$k.out" 2>&1 || fail "$layout on $k: $(cat "$work/$layout-$k.out")"
+    ratio=$("$fc" replay "$work/$layout.json" --kernel $k --verbose 2>&1 | grep -oE 'ratio [0-9.e+-]+' | head -1)
+    grep -q "(${ratio})" "$work/$layout-$k.out" || fail "$layout on $k: replay's $ratio not in $(grep -E '^  out' "$work/$layout-$k.out")"
+  done
+done
+expect_refusal "paged K/V" "$work/paged.json" --kernel flash-fwd-varlen --case 0 --out "$work/x"
+expect_refusal "a KV-cache append" "$work/cache.json" --kernel flash-fwd-varlen --case 0 --out "$work/x"
 expect_refusal "is dense" "$work/case1.json" --kernel flash-fwd-dense --case 0 --out "$work/x"
 expect_refusal "K/V strides 'expanded' are not laid out by the script for flash-fwd-varlen" "$work/case5.json" \
   --kernel flash-fwd-varlen --case 0 --out "$work/x"
@@ -116,4 +136,4 @@ grep -q "my notes" "$work/user/ISSUE.md" || fail "the user's ISSUE.md was replac
 "$fc" repro "$found" --out "$work/user" --force > /dev/null 2>&1 && grep -q "written by flashcheck repro" "$work/user/ISSUE.md" ||
   fail "--force did not replace it"
 "$fc" repro "$found" --out "$work/found" > /dev/null 2>&1 || fail "repro over its own files"
-echo "repro: ok ($n layouts on 2 kernels, the finding, two plants, a raise, 13 refusals)"
+echo "repro: ok ($n layouts and paged and appended keys on 2 kernels, the finding, two plants, a raise, 14 refusals)"
