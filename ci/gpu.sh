@@ -10,9 +10,11 @@
 #   GPU_STAGES="..."          subset of: tests refcheck replay bench probes gate integration campaign reach
 #                              campaign-gpus (default: all), and sanitize (not in the default: compute-sanitizer over
 #                              the harness's kernels and a sample of cases of every CUDA kernel, about ten minutes)
+#   GPU_TESTS="..."           the test executables of the tests stage (default: all nine)
 #   GPU_SANITIZE_CASES=N       cases per CUDA kernel under memcheck in the sanitize stage (default 24)
-#   GPU_SANITIZE_PARTS="..."   which of the sanitize stage's parts run: harness (the harness's own kernels), forward, backward
-#                              (memcheck over conformance and over grad-conformance cases of every CUDA kernel; default all three)
+#   GPU_SANITIZE_PARTS="..."   which of the sanitize stage's parts run: harness (the harness's own kernels), gradient-reference
+#                              (of those, only the gradient reference's memcheck and racecheck), forward, backward (memcheck
+#                              over conformance and over grad-conformance cases of every CUDA kernel); default harness forward backward
 #   GPU_BENCH_IN_FLIGHT="..."  the --in-flight counts the bench stage measures besides 1 (default "2 4 8")
 #   Further stages, not in the default: false-alarms (tools/false_alarms.py over every kernel, CPU and CUDA, at
 #   once; GPU_FALSE_ALARM_CASES, default 10^6, or GPU_FALSE_ALARM_SECONDS, default 300) and py-campaign (Python kernels
@@ -49,11 +51,11 @@
 #   item 9: every finding is a false alarm or a kernel bug to analyse)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
-#   tc-gradients (not in the default): the tensor-core paths written without a GPU and taken only where
-#   FLASHCHECK_REFERENCE opts in (GPU_TC_OPT_IN, default tc-gradients,tc-fp16: the gradient reference of
-#   reference/device/gradients_tc.cu and the forward kernel on fp16): their GPU tests, the device-reference and
-#   device-gradient-reference properties over GPU_TC_GRAD_CASES generated cases each (default 10^4), and
-#   `bench --pass backward` with them and without, and with them at the GPU_BENCH_IN_FLIGHT counts
+#   tc-gradients (not in the default): the tensor-core references (the forward's kernel on bf16 and fp16, the gradient
+#   reference of reference/device/gradients_tc.cu): their GPU tests, the device-reference and device-gradient-reference
+#   properties (GPU_TC_PROPERTIES narrows) over GPU_TC_GRAD_CASES generated cases each (default 10^4, seeds GPU_TC_SEED
+#   and GPU_TC_SEED + 1, default 28), and `bench --pass backward` with them and with the SIMT kernels (FLASHCHECK_REFERENCE=simt), and with
+#   them at the GPU_BENCH_IN_FLIGHT counts and on the realistic mix
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -151,7 +153,7 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
 fi
 
 if has tests; then
-  for t in core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test conformance_device_test search_test campaign_test; do
+  for t in ${GPU_TESTS:-core_device_test reference_device_test core_test reference_host_test kernels_test conformance_test conformance_device_test search_test campaign_test}; do
     x=$(exe "$t")
     if [ -z "$x" ]; then row "test $t" "FAILED (no executable $t under $bin)"; status=1
     elif "$x" > "$out/$t.log" 2>&1; then row "test $t" "$(grep -E '^\[  PASSED' "$out/$t.log")"
@@ -345,8 +347,12 @@ if has sanitize; then
   if [[ $parts == *" harness "* ]]; then
     san "memcheck device-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 40 --seed 31 --no-isolate --out "$out/sanitize-found"
     san "racecheck device-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu --property device-reference --cases 10 --seed 31 --no-isolate --out "$out/sanitize-found"
+  fi
+  if [[ $parts == *" harness "* || $parts == *" gradient-reference "* ]]; then
     san "memcheck device-gradient-reference" memcheck "$flashcheck" fuzz --kernel tiled-cpu --property device-gradient-reference \
       --cases 20 --seed 33 --no-isolate --out "$out/sanitize-found"
+    san "racecheck device-gradient-reference" racecheck "$flashcheck" fuzz --kernel tiled-cpu \
+      --property device-gradient-reference --cases 5 --seed 33 --no-isolate --out "$out/sanitize-found"
   fi
   for k in "${cuda_kernels[@]}"; do
     [[ $parts == *" forward "* ]] &&
@@ -426,34 +432,40 @@ if has backward-race; then
 fi
 
 if has tc-gradients; then
-  # The paths not yet validated on a GPU, opted in (reference/device/attention_tc.h reference_opt_in).
-  opt=${GPU_TC_OPT_IN:-tc-gradients,tc-fp16}
   x=$(exe reference_device_test)
-  if FLASHCHECK_REFERENCE=$opt "$x" --gtest_filter='TcGradientsGpu.*:TensorCoreReferenceGpu.*:DeviceGradientsGpu.*' \
-      > "$out/tc-gradients-test.log" 2>&1; then
+  if "$x" --gtest_filter='TcGradientsGpu.*:TensorCoreReferenceGpu.*:DeviceGradientsGpu.*' > "$out/tc-gradients-test.log" 2>&1; then
     row "test tensor-core paths" "$(grep -E '^\[  PASSED' "$out/tc-gradients-test.log")"
   else row "test tensor-core paths" "FAILED: $(grep '^\[  FAILED' "$out/tc-gradients-test.log" | tr '\n' ' ' | cut -c1-300)"; status=1; fi
-  start=$(date +%s)
-  FLASHCHECK_REFERENCE=$opt fc fuzz --kernel tiled-cpu --property device-reference --cases "${GPU_TC_GRAD_CASES:-10000}" \
-    --seed 28 --out "$out/tc-refcheck" > "$out/tc-refcheck.txt" 2>&1 || status=1
-  row "tc forward ($opt) vs host fp64" "$(grep -E ' cases in ' "$out/tc-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
-  start=$(date +%s)
-  FLASHCHECK_REFERENCE=$opt fc fuzz --kernel tiled-cpu --property device-gradient-reference \
-    --cases "${GPU_TC_GRAD_CASES:-10000}" --seed 27 --out "$out/tc-grad-refcheck" > "$out/tc-grad-refcheck.txt" 2>&1 || status=1
-  row "tc gradients ($opt) vs host fp64" "$(grep -E ' cases in ' "$out/tc-grad-refcheck.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
-  for ref in "$opt" fp64; do
-    FLASHCHECK_REFERENCE=$([ "$ref" = fp64 ] || echo "$ref") FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
-      --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-${ref%%,*}.txt" 2>&1
-    row "bench backward ($ref)" "$(grep ' cases/s ' "$out/tc-bench-${ref%%,*}.txt" | tail -1)"
+  seed=${GPU_TC_SEED:-28}
+  for prop in ${GPU_TC_PROPERTIES:-device-reference device-gradient-reference}; do
+    start=$(date +%s)
+    fc fuzz --kernel tiled-cpu --property "$prop" --cases "${GPU_TC_GRAD_CASES:-10000}" --seed "$seed" --out "$out/tc-$prop" \
+      > "$out/tc-$prop.txt" 2>&1 || status=1
+    row "$prop vs host fp64" "$(grep -E ' cases in ' "$out/tc-$prop.txt" | head -1 | sed 's/^[^:]*: //') ($(( $(date +%s) - start )) s)"
+    seed=$((seed + 1))
+  done
+  for ref in tc simt; do
+    FLASHCHECK_REFERENCE=$([ "$ref" = tc ] || echo simt) FLASHCHECK_PROFILE=1 fc bench --kernel flash-fwd-varlen \
+      --pass backward --mix standard --cases 300 --warmup 20 > "$out/tc-bench-$ref.txt" 2>&1
+    row "bench backward ($ref reference)" "$(grep ' cases/s ' "$out/tc-bench-$ref.txt" | tail -1)"
   done
   for n in ${GPU_BENCH_IN_FLIGHT:-2 4 8}; do
-    FLASHCHECK_REFERENCE=$opt fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 600 \
-      --warmup 40 --in-flight "$n" > "$out/tc-bench-in-flight-$n.txt" 2>&1
+    fc bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 600 --warmup 40 --in-flight "$n" \
+      > "$out/tc-bench-in-flight-$n.txt" 2>&1
     row "bench backward (tc) in flight $n" "$(grep ' cases/s ' "$out/tc-bench-in-flight-$n.txt" | tail -1)"
   done
-  FLASHCHECK_REFERENCE=$opt fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 \
-    --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1
+  fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1
   row "bench backward realistic (tc)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/tc-bench-realistic.txt")"
+  # Each launch of the gradient reference on the realistic shapes, timed by Nsight Compute where it reads the device
+  # (one metric, the clocks left alone): where the reference's time goes.
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+  if [ -n "$ncu" ]; then
+    timeout "${GPU_TC_NCU_TIMEOUT:-120}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+      -k 'regex:dq_kernel|dkdv_kernel|rows_kernel|tc_kernel|copy_kernel' \
+      "$flashcheck" bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 \
+      > "$out/tc-ncu.csv" 2> "$out/tc-ncu.err"
+    row "tc reference launches (ncu)" "exit $?: $(grep -c gpu__time_duration "$out/tc-ncu.csv") launches in tc-ncu.csv"
+  fi
 fi
 
 if has bench-backward; then

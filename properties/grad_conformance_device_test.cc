@@ -36,12 +36,14 @@ struct HostPath {
   ~HostPath() { ::unsetenv("FLASHCHECK_GRAD_PATH"); }
 };
 
-void expect_close(double a, double b, const char* what) {
+// Within `relative` of each other: 1e-12 for a statistic of single elements, n 2^-52 for a mean over n elements,
+// which the two paths sum in different orders (the H100 run of 2026-12-06 saw 1.2e-12 on means over 10^5).
+void expect_close(double a, double b, const char* what, double relative = 1e-12) {
   if (std::isinf(a) || std::isinf(b)) {
     EXPECT_EQ(a, b) << what;
     return;
   }
-  EXPECT_NEAR(a, b, 1e-12 * std::max(std::fabs(a), std::fabs(b)) + 1e-300) << what;
+  EXPECT_NEAR(a, b, relative * std::max(std::fabs(a), std::fabs(b)) + 1e-300) << what;
 }
 
 TEST(GradConformanceDevice, GivesTheHostPathsVerdictsAndStatistics) {
@@ -72,11 +74,12 @@ TEST(GradConformanceDevice, GivesTheHostPathsVerdictsAndStatistics) {
       expect_close(a.bound, b.bound, "bound");
       expect_close(a.base_max, b.base_max, "base_max");
       expect_close(a.floor, b.floor, "floor");
-      expect_close(a.mean_bound, b.mean_bound, "mean_bound");
       EXPECT_EQ(a.compared, b.compared);
+      const double summed = std::max(1e-12, std::ldexp(static_cast<double>(a.compared), -52));
+      expect_close(a.mean_bound, b.mean_bound, "mean_bound", summed);
       if (exact) {
         EXPECT_EQ(a.err_max, b.err_max);
-        expect_close(a.err_mean, b.err_mean, "err_mean");
+        expect_close(a.err_mean, b.err_mean, "err_mean", summed);
         EXPECT_EQ(a.mismatches, b.mismatches);
         EXPECT_EQ(a.worst.b, b.worst.b);
         EXPECT_EQ(a.worst.h, b.worst.h);

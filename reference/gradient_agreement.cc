@@ -101,13 +101,19 @@ std::string gradient_disagreement(const KernelCase& c, const GradientResult& ht,
   const bool fp64 = accuracy == GradientAccuracy::kFp64;
   const double noise_weight = fp64 ? 1.0 : tolerance::kNoiseLambda;
   const int value_bits = fp64 ? 36 : 24, estimate_bits = fp64 ? 24 : 5;
-  // At fp32 accuracy, also 2^-40 of the tensor's largest magnitude: the tensor-core kernels' bf16 pieces of a tiny
-  // weight (below 2^-126, or squared below it) leave bf16's normal range, where tensor cores flush them.
+  // At fp32 accuracy, also 2^-40 of the tensor's largest magnitude, or of the smallest floor the rule gives any
+  // element in the dtype (the mean check's share at truth 0), whichever is larger: fp32 and the tensor cores' bf16
+  // pieces lose what falls below their range (a weight of e^-500 is 0 there and 1e-217 in fp64; a device run of
+  // fp16 one-hot softmaxes found dK at 1e-229 against 0), and a difference that far below every floor moves no
+  // verdict.
+  const detail::FloatFormat format = detail::format_of(c.dtype);
+  const double invisible =
+      std::ldexp(tolerance::kMeanFloorFraction * tolerance::spacing(0.0, format.mantissa_bits, format.min_normal_exp), -40);
   auto underflow = [&](const std::vector<double>& v) {
     double most = 0;
     for (double x : v)
       if (std::isfinite(x)) most = std::max(most, std::fabs(x));
-    return fp64 ? 0.0 : std::ldexp(most, -40);
+    return fp64 ? 0.0 : std::max(std::ldexp(most, -40), invisible);
   };
   const std::vector<double>* noise[] = {&ht.dq_noise, &ht.dk_noise, &ht.dv_noise};
   const Part truths[] = {{"dq", ht.dq, dt.dq}, {"dk", ht.dk, dt.dk}, {"dv", ht.dv, dt.dv}};

@@ -21,8 +21,8 @@ enum class GradientAccuracy { kFp64, kFp32 };
 //   sums), the sensitivities and terms within 2^-24 relative;
 //   fp32: the values within u (8 sensitivity + magnitude), u = 2^-24 (the bound the forward's tensor-core reference
 //   meets, docs/TOLERANCE.md), the sensitivities and terms, estimates from one bf16 piece per factor, inflated,
-//   within 2^-5 relative; each also within 2^-40 of its tensor's largest magnitude (bf16 pieces below bf16's normal
-//   range are flushed);
+//   within 2^-5 relative; each also within 2^-40 of its tensor's largest magnitude or of the rule's smallest floor
+//   in the dtype (what falls below fp32's and bf16's range is lost);
 //   the baselines (fp32 sums of dtype-rounded values) by what the rule takes from them: each gradient's largest and
 //   mean error against the truth within a factor of two, or both below the largest floor of the rule's max check
 //   over its elements (core/tolerance.h max_floor), and the same count of NaN.

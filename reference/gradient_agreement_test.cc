@@ -91,6 +91,22 @@ TEST(GradientAgreement, Fp32AccuracyHasItsOwnBounds) {
             std::string::npos);
 }
 
+// What a device run of fp16 one-hot softmaxes found: every dK of 1e-229 or so in fp64, 0 in fp32 and bf16 pieces. At
+// fp32 accuracy that passes (far below every floor of the rule), at fp64 it does not; a difference of 2^-30, still
+// far below the rule's floors and 2^-40 of the tensor's largest magnitude, names the element.
+TEST(GradientAgreement, Fp32LosesOnlyWhatNoVerdictCanSee) {
+  const Computed x;
+  GradientResult tiny = x.truth, flushed = x.truth;
+  for (std::vector<double>* v : {&tiny.dk, &tiny.dk_noise, &tiny.dk_terms})
+    for (double& e : *v) e *= 1e-220;
+  for (std::vector<double>* v : {&flushed.dk, &flushed.dk_noise, &flushed.dk_terms}) std::fill(v->begin(), v->end(), 0.0);
+  EXPECT_EQ(gradient_disagreement(x.c, tiny, x.base, flushed, x.base, GradientAccuracy::kFp32), "");
+  EXPECT_NE(gradient_disagreement(x.c, tiny, x.base, flushed, x.base).find("reference dk element"), std::string::npos);
+  flushed.dk[largest(tiny.dk)] = std::ldexp(1.0, -30);
+  EXPECT_NE(gradient_disagreement(x.c, tiny, x.base, flushed, x.base, GradientAccuracy::kFp32).find("reference dk element"),
+            std::string::npos);
+}
+
 TEST(GradientAgreement, NanAgainstNumberFailsAndNanAgainstNanPasses) {
   const Computed x;
   GradientResult moved = x.truth;

@@ -15,10 +15,6 @@ namespace flashcheck::device {
 // decision. FLASHCHECK_REFERENCE=simt in the environment switches the path off for every case.
 std::string tc_unsupported_reason(const DeviceCase& dc);
 
-// Whether FLASHCHECK_REFERENCE, a comma-separated list, opts in to a tensor-core path not yet validated on a GPU:
-// "tc-fp16" (this kernel on fp16 cases), "tc-gradients" (gradients_tc.h).
-bool reference_opt_in(const char* name);
-
 // The first pass's figures of one (query row, head): the reference's running max and sum of exponentials (m, z;
 // -inf and 0 for a row without keys), its logit sensitivity (core/tolerance.h logit_sensitivity), and the
 // baseline's max and sum. The gradient reference (gradients_tc.cu) starts from them.

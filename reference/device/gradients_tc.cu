@@ -584,11 +584,12 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
 }
 
 // ---- Launch 5: dK and dV ------------------------------------------------------------------------------------------
-// Shared memory: the block's K, K' and V rows, then two stages of a Q tile and a dO tile, then two stages of the
-// tiles' row statistics.
+// Shared memory: the block's K rows (K' = rd(K scale) in their place for the baseline) and V rows, then two stages of
+// a Q tile and a dO tile, then two stages of the tiles' row statistics. At head dims of 128 that is 109,056 bytes:
+// two blocks share an H100's or H200's multiprocessor (228 KB). With K' in a slot of its own (126,464 bytes) one
+// block did, and this kernel took 2.5 times dQ's time (ncu, H100, 2026-12-06: 346 against 136 ms at L 8192 B 2 H 32).
 __host__ __device__ inline int dkdv_smem_bytes(int d, int dv) {
-  return 2 * (2 * kN * (d + kPad) + kN * (dv + kPad) + 4 * kM * tile_ld(d, dv)) +
-         2 * kM * static_cast<int>(sizeof(RowStat));
+  return 2 * (kN * (d + kPad) + kN * (dv + kPad) + 4 * kM * tile_ld(d, dv)) + 2 * kM * static_cast<int>(sizeof(RowStat));
 }
 
 template <bool kSoftcap, class T>
@@ -599,8 +600,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   const int kh = blockIdx.y, d = p.d, dv = p.dv;
   const int ld_k = d + kPad, ld_v = dv + kPad, ld = tile_ld(d, dv);
   T* kr = reinterpret_cast<T*>(smem);
-  T* kpr = kr + kN * ld_k;
-  T* vr = kpr + kN * ld_k;
+  T* vr = kr + kN * ld_k;
   T* slots = vr + kN * ld_v;
   RowStat* stats = reinterpret_cast<RowStat*>(slots + 4 * kM * ld);
   auto q_slot = [&](int stage) { return slots + (stage * 2) * kM * ld; };
@@ -616,11 +616,9 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
   const T *q = static_cast<const T*>(p.q), *dout = static_cast<const T*>(p.dout);
   load_rows(kr, ld_k, static_cast<const T*>(p.k) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
-  load_rows(kpr, ld_k, static_cast<const T*>(p.ks) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
   load_rows(vr, ld_v, static_cast<const T*>(p.v) + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
   cp_async_commit();
   const T* kw = kr + warp * 16 * ld_k;
-  const T* kpw = kpr + warp * 16 * ld_k;
   const T* vw = vr + warp * 16 * ld_v;
   auto warp_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
 
@@ -718,6 +716,13 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   }
 
   if (!p.out.baseline[1]) return;
+  // K' takes K's place: every warp is done with K (the sweeps end on a barrier; this one is for the reader's sake).
+  __syncthreads();
+  load_rows(kr, ld_k, static_cast<const T*>(p.ks) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  const T* kpw = kw;
   // ---- The baseline's dK and dV: per query head in fp32, rounded (dK scaled and rounded again), summed over the
   // group and rounded ----
   const int wide = d > dv ? d : dv;
@@ -823,11 +828,6 @@ void copy_and_launch(GradParams& p, const DeviceInputs& in, const std::string& s
 std::string tc_gradient_unsupported_reason(const DeviceCase& dc) {
   const char* env = std::getenv("FLASHCHECK_REFERENCE");
   if (env && std::strcmp(env, "simt") == 0) return "FLASHCHECK_REFERENCE=simt";
-  // Written on 2026-12-06 without a GPU to run it: until reference/device/gradients_tc_test.cc and the
-  // device-gradient-reference property have passed on one, only FLASHCHECK_REFERENCE=tc-gradients takes it (and, for
-  // fp16, the forward's kernel wants tc-fp16 too: FLASHCHECK_REFERENCE=tc-gradients,tc-fp16).
-  if (!reference_opt_in("tc-gradients"))
-    return "the tensor-core gradient reference is not yet validated on a GPU (FLASHCHECK_REFERENCE=tc-gradients)";
   const KernelCase& c = dc.kcase();
   if (!c.backward() || c.kv_storage != KvStorage::kPacked || c.kv_cache) return "not a backward case with packed K/V";
   if (!dc.inputs().dout) return "the case has no dO on the device";

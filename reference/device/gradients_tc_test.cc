@@ -19,11 +19,11 @@
 namespace flashcheck {
 namespace {
 
-// Until the kernels have passed these tests on a GPU, only FLASHCHECK_REFERENCE=tc-gradients takes them
-// (gradients_tc.cu, tc_gradient_unsupported_reason).
+// The default route (FLASHCHECK_REFERENCE unset), whatever the test's environment; a test that switches to the SIMT
+// kernels sets it back.
 class TcGradientsGpu : public ::testing::Test {
  protected:
-  void SetUp() override { ::setenv("FLASHCHECK_REFERENCE", "tc-gradients", 1); }
+  void SetUp() override { ::unsetenv("FLASHCHECK_REFERENCE"); }
   void TearDown() override { ::unsetenv("FLASHCHECK_REFERENCE"); }
 };
 
@@ -106,10 +106,8 @@ TEST_F(TcGradientsGpu, Length2048Causal) {
   expect_agreement(c);
 }
 
-// fp16 (with the forward's fp16 path, FLASHCHECK_REFERENCE=tc-gradients,tc-fp16): the products of an fp16 operand with
-// the bf16 pieces go through its two exact bf16 pieces.
-TEST_F(TcGradientsGpu, Fp16UnderItsOptIn) {
-  ::setenv("FLASHCHECK_REFERENCE", "tc-gradients,tc-fp16", 1);
+// fp16: the products of an fp16 operand with the bf16 pieces go through its two exact bf16 pieces.
+TEST_F(TcGradientsGpu, Fp16) {
   KernelCase c = backward_case();
   c.dtype = DType::kF16;
   c.causal = true;
@@ -127,6 +125,25 @@ TEST_F(TcGradientsGpu, Fp16UnderItsOptIn) {
   big.seqs = {{.q_len = 700, .k_len = 1100}};
   big.dout = DoutRecipe{.kind = DoutKind::kNormal, .scale = 100.0};
   expect_agreement(big);
+}
+
+// The first device run of the property (H100, 2026-12-06, seed 27) failed this case: large fp16 inputs make every row's
+// softmax one-hot, the other keys' weights near e^-500, and dK near 1e-229 in fp64 comes out 0 here (fp32's range).
+// It passes by the fp32 accuracy's floor (reference/gradient_agreement.h), not by a weaker value bound.
+TEST_F(TcGradientsGpu, Fp16OneHotSoftmaxLosesOnlyWhatNoVerdictSees) {
+  KernelCase c;
+  c.dtype = DType::kF16;
+  c.head_dim = c.v_head_dim = 16;
+  c.alignment = Alignment::kBottomRight;
+  c.seqs = {{.q_len = 1, .k_len = 3}};
+  c.data.dist = Distribution::kLarge;
+  c.data.seed = 176250061595;
+  c.dout = DoutRecipe{};
+  const Computed r = compute(c);
+  ASSERT_TRUE(r.device.tensor_cores);
+  EXPECT_EQ(reference::gradient_disagreement(c, r.host_truth, r.host_base, r.device.truth, r.device.baseline,
+                                             reference::GradientAccuracy::kFp32),
+            "");
 }
 
 // The judge at fp32 accuracy is not vacuous: one dQ element of the device's moved by twice its bound is named.
@@ -169,7 +186,6 @@ TEST_F(TcGradientsGpu, OtherCasesTakeTheSimtKernels) {
     void (*change)(KernelCase&);
   };
   const Other others[] = {
-      {"fp16 (without tc-fp16)", [](KernelCase& c) { c.dtype = DType::kF16; }},
       {"fp32", [](KernelCase& c) { c.dtype = DType::kF32; }},
       {"head dim 40", [](KernelCase& c) { c.head_dim = 40; }},
       {"head dim 256", [](KernelCase& c) { c.head_dim = c.v_head_dim = 256; }},
