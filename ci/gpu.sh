@@ -53,9 +53,11 @@
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 #   tc-gradients (not in the default): the tensor-core references (the forward's kernel on bf16 and fp16, the gradient
 #   reference of reference/device/gradients_tc.cu): their GPU tests, the device-reference and device-gradient-reference
-#   properties (GPU_TC_PROPERTIES narrows) over GPU_TC_GRAD_CASES generated cases each (default 10^4, seeds GPU_TC_SEED
-#   and GPU_TC_SEED + 1, default 28), and `bench --pass backward` with them and with the SIMT kernels (FLASHCHECK_REFERENCE=simt), and with
-#   them at the GPU_BENCH_IN_FLIGHT counts and on the realistic mix
+#   properties (GPU_TC_PROPERTIES narrows; empty, none) over GPU_TC_GRAD_CASES generated cases each (default 10^4, seeds
+#   GPU_TC_SEED and GPU_TC_SEED + 1, default 28), `bench --pass backward` with them and with the SIMT kernels
+#   (FLASHCHECK_REFERENCE=simt), with them at the GPU_BENCH_IN_FLIGHT counts and on the realistic mix; Nsight Compute
+#   times each launch of the gradient reference on the realistic mix (GPU_TC_NCU_TIMEOUT), and with GPU_TC_NCU_FULL=1
+#   profiles its dQ and dK/dV launches at L 8192 in full
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -437,7 +439,7 @@ if has tc-gradients; then
     row "test tensor-core paths" "$(grep -E '^\[  PASSED' "$out/tc-gradients-test.log")"
   else row "test tensor-core paths" "FAILED: $(grep '^\[  FAILED' "$out/tc-gradients-test.log" | tr '\n' ' ' | cut -c1-300)"; status=1; fi
   seed=${GPU_TC_SEED:-28}
-  for prop in ${GPU_TC_PROPERTIES:-device-reference device-gradient-reference}; do
+  for prop in ${GPU_TC_PROPERTIES-device-reference device-gradient-reference}; do
     start=$(date +%s)
     fc fuzz --kernel tiled-cpu --property "$prop" --cases "${GPU_TC_GRAD_CASES:-10000}" --seed "$seed" --out "$out/tc-$prop" \
       > "$out/tc-$prop.txt" 2>&1 || status=1
@@ -454,6 +456,8 @@ if has tc-gradients; then
       > "$out/tc-bench-in-flight-$n.txt" 2>&1
     row "bench backward (tc) in flight $n" "$(grep ' cases/s ' "$out/tc-bench-in-flight-$n.txt" | tail -1)"
   done
+  fc bench --kernel flash-fwd-varlen --mix realistic --cases 3 --warmup 1 > "$out/tc-bench-forward-realistic.txt" 2>&1
+  row "bench forward realistic (tc)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/tc-bench-forward-realistic.txt")"
   fc bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 > "$out/tc-bench-realistic.txt" 2>&1
   row "bench backward realistic (tc)" "$(awk '$1 == "L" && $2 == 8192 && $7 != "win" {print "L 8192 B 2 H 32: kernel " $9 " ms, harness " $13 " ms, harness/kernel " $14}' "$out/tc-bench-realistic.txt")"
   # Each launch of the gradient reference on the realistic shapes, timed by Nsight Compute where it reads the device
@@ -465,6 +469,15 @@ if has tc-gradients; then
       "$flashcheck" bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 \
       > "$out/tc-ncu.csv" 2> "$out/tc-ncu.err"
     row "tc reference launches (ncu)" "exit $?: $(grep -c gpu__time_duration "$out/tc-ncu.csv") launches in tc-ncu.csv"
+    # GPU_TC_NCU_FULL=1: every section of Nsight Compute on the dQ and dK/dV launches of the timed L 8192 B 2 H 32 case
+    # (the realistic mix's third shape: the first two shapes' warm-up and timed cases and its own warm-up, ten launches,
+    # come before).
+    if [ -n "${GPU_TC_NCU_FULL:-}" ]; then
+      timeout "${GPU_TC_NCU_TIMEOUT:-120}" "$ncu" --clock-control none --set full -k 'regex:dq_kernel|dkdv_kernel' \
+        --launch-skip 10 --launch-count 2 "$flashcheck" bench --kernel flash-fwd-varlen --pass backward --mix realistic \
+        --cases 1 --warmup 1 > "$out/tc-ncu-full.txt" 2> "$out/tc-ncu-full.err"
+      row "tc reference, dQ and dK/dV in full (ncu)" "exit $?: $(wc -l < "$out/tc-ncu-full.txt") lines in tc-ncu-full.txt"
+    fi
   fi
 fi
 
