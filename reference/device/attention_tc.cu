@@ -25,10 +25,10 @@
 //   truncates by at most (n/16) 2u), inflated by (1 + 2^-7): covers both for n <= 2^18 keys.
 // - The baseline: K' is rounded as the host baseline rounds it (fp32 product, then rd), its products with
 //   q are exact, its P is a bf16 value: one MMA each, summed per tile like the reference.
-// - fp16 (T = f16): the products of two fp16
-//   values (11 significant bits each) are exact in fp32 too, so S, |Q|.|K|^T and the baseline's P.V (its P an fp16
-//   value) take fp16 MMAs. P's pieces stay bf16, since fp16's range loses tiny weights (tc_unsupported_reason),
-//   and V meets them as two exact bf16 pieces (tc_mma.cuh split_f16x2): six MMAs per k-step instead of three.
+// - fp16 (T = f16): the products of two fp16 values (11 significant bits each) are exact in fp32 too, so S,
+//   |Q|.|K|^T and the baseline's P.V (its P an fp16 value) take fp16 MMAs. P's pieces stay bf16, since fp16's
+//   range loses tiny weights (tc_unsupported_reason), and V meets them as two exact bf16 pieces (tc_mma.cuh
+//   split_f16x2): six MMAs per k-step instead of three.
 //   a_x takes V's hi piece (2^-9 relative): with P's hi piece and the truncation, 3 2^-9 < 2^-7.
 #include "reference/device/attention_tc.h"
 
@@ -595,8 +595,8 @@ std::string tc_unsupported_reason(const DeviceCase& dc) {
   // The first tensor-core kernel also took fp16, with P's pieces scaled by 2^14: the device-reference property on
   // the H200 (10,000 cases, 2026-12-01) failed 41 fp16 cases and no bf16 one, because the pieces leave fp16's range
   // below 2^-24 and outputs made only of weights under about 1e-12 came out 0 or a few 1e-4 off. P's pieces are now
-  // bf16 whatever the dtype, and an fp16 V goes into P.V as two exact bf16 pieces (H100, 2026-12-06: 3,000 cases of
-  // the property, a third of them fp16, 0 failures; docs/TOLERANCE.md).
+  // bf16 whatever the dtype, and an fp16 V goes into P.V as two exact bf16 pieces (H100, 2026-12-06: 10,000 cases of
+  // the property, fp16 among them, 0 failures; docs/TOLERANCE.md).
   if (c.head_dim % 16 != 0 || c.v_head_dim % 16 != 0) return "head dims must be multiples of 16 (the MMA's k-step)";
   if (c.head_dim > kMaxDim || c.v_head_dim > kMaxDim) return "head dims above 256 do not fit the shared-memory tiles";
   if (!dc.finite_inputs()) return "inputs with infinite or huge values (P's pieces times inf give NaN, fp32 gives inf)";

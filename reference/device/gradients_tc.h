@@ -1,6 +1,6 @@
-// The tensor-core gradient reference: dQ, dK and dV of a bf16 backward case to fp32 accuracy, their sensitivities
-// and terms, and the low-precision baseline, on mma.sync tensor cores in the manner of flash-attention 2's backward
-// (gradients_tc.cu explains the accuracy; docs/TOLERANCE.md states what the rule takes from it). The fp64 SIMT
+// The tensor-core gradient reference: dQ, dK and dV of a bf16 or fp16 backward case to fp32 accuracy, their
+// sensitivities and terms, and the low-precision baseline, on mma.sync tensor cores in the manner of flash-attention 2's
+// backward (gradients_tc.cu explains the accuracy; docs/TOLERANCE.md states what the rule takes from it). The fp64 SIMT
 // kernels of gradients.cu stay the yardstick and take every case this one does not. Host-callable, no CUDA headers.
 #pragma once
 
