@@ -35,6 +35,10 @@
 #   (GPU_BACKWARD_SECONDS, default 240; GPU_BACKWARD_WORKERS, default 8; GPU_BACKWARD_SEED), then one at realistic
 #   sizes (GPU_BACKWARD_LARGE_SECONDS, default 120), merged (a campaign of 0 seconds is skipped; GPU_BACKWARD_KERNELS
 #   narrows both to some CUDA kernels)
+#   backward-volume (not in the default): the backward at volume, every gradient property on every CUDA kernel with a
+#   backward at default and realistic sizes, four campaigns side by side for GPU_BV_SECONDS (default 600; GPU_BV_WORKERS,
+#   GPU_BV_SDPA_WORKERS, GPU_BV_RACE_WORKERS, GPU_BV_LARGE_WORKERS), merged; GPU_BV_DIR and GPU_BV_SEED resume them;
+#   GPU_BV_KERNELS narrows the kernels
 #   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
 #   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
 #   lse-merge (not in the default): the lse-merge property on every CUDA kernel that returns an LSE, default and
@@ -56,7 +60,8 @@
 #   properties (GPU_TC_PROPERTIES narrows; empty, none) over GPU_TC_GRAD_CASES generated cases each (default 10^4, seeds
 #   GPU_TC_SEED and GPU_TC_SEED + 1, default 28), `bench --pass backward` with them and with the SIMT kernels
 #   (FLASHCHECK_REFERENCE=simt), with them at the GPU_BENCH_IN_FLIGHT counts and on the realistic mix; Nsight Compute
-#   times each launch of the gradient reference on the realistic mix (GPU_TC_NCU_TIMEOUT), and with GPU_TC_NCU_FULL=1
+#   times each launch of the gradient reference on the realistic mix and every launch of 20 standard-mix cases
+#   (GPU_TC_NCU_TIMEOUT), and with GPU_TC_NCU_FULL=1
 #   profiles its dQ and dK/dV launches at L 8192 in full
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -100,6 +105,37 @@ exe() {
   if [ -x "$bin/$1" ]; then echo "$bin/$1"
   else find "$bin" -type f -name "$1" -perm -u+x 2>/dev/null | sort | head -1; fi
 }
+# side_by_side DIR SEED SECONDS TAG NAME:WORKERS...: one campaign per NAME (an array of its --kernel, --property and
+# size arguments), all at once on every GPU for SECONDS, NAME's folder DIR/NAME-(SEED + its index) and its log
+# $out/TAG-NAME.log. Side by side, slow units do not starve fast ones: a campaign gives each of its units the same
+# number of chunks. The same DIR and SEED resume them. The folders run go to sbs_dirs.
+side_by_side() {
+  local dir=$1 seed=$2 seconds=$3 tag=$4 offset=0 part name workers
+  shift 4
+  sbs_dirs=()
+  for part in "$@"; do
+    IFS=: read -r name workers <<< "$part"
+    local -n units=$name
+    if [ ${#units[@]} -gt 0 ] && [ "$workers" -gt 0 ]; then
+      sbs_dirs+=("$dir/$name-$(( seed + offset ))")
+      fc campaign "${units[@]}" --gpus all --timeout 300 --time "$seconds" --workers-per-gpu "$workers" \
+        --seed $(( seed + offset )) --out "${sbs_dirs[-1]}" > "$out/$tag-$name.log" 2>&1 &
+    fi
+    unset -n units
+    offset=$(( offset + 1 ))
+  done
+  wait
+}
+# merged_totals DIR: one line of a merged campaign's report.json (cases, failures, findings, crashes, root causes).
+merged_totals() {
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["totals"]
+print(t["cases"], "cases,", t["failures"], "failing,", t["findings"], "findings,", t["crashes"], "crashes;",
+      len(r["root_causes"]), "root causes:", "; ".join(str(c)[:90] for c in r["root_causes"][:4]))' \
+    "$1/report.json" 2>&1 | tail -1
+}
 status=0
 # The Python kernels from outside whose packages import here (wheels from FLASHCHECK_WHEEL_DIR), one per line; each
 # import's output goes to $out/$1-NAME-import.log.
@@ -141,7 +177,7 @@ fi
 
 # The CUDA kernels this build registers, from `flashcheck list --json`: those whose "device" is "cuda".
 cuda_kernels=()
-if has integration || has campaign || has sanitize || has backward || has lse-merge || has repro || has false-alarms-cuda; then
+if has integration || has campaign || has sanitize || has backward || has backward-volume || has lse-merge || has repro || has false-alarms-cuda; then
   if list_json=$(fc list --json 2> "$out/list.err"); then
     read -r -a cuda_kernels < <(printf '%s' "$list_json" | python3 -c '
 import json, sys
@@ -423,6 +459,40 @@ print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cu
   fi
 fi
 
+if has backward-volume; then
+  # The backward at volume (issue 27, item 3): every gradient property on every CUDA kernel with a backward, as four
+  # campaigns side by side: "grads", the kernels that call aten's ops, at default sizes (GPU_BV_WORKERS, default 10);
+  # "grads_sdpa", the SDPA kernels (GPU_BV_SDPA_WORKERS, default 4); "races", grad-race, whose chunks take minutes
+  # (GPU_BV_RACE_WORKERS, default 1); "large", realistic sizes (sequences in the thousands, up to 32 heads;
+  # GPU_BV_LARGE_WORKERS, default 2). GPU_BV_SECONDS each (default 600); GPU_BV_DIR keeps the folders for a later call
+  # to resume with the same GPU_BV_SEED (default 2701), as $out/bv-campaigns.tgz. Merged into $out/bv-merged.
+  bv_dir=${GPU_BV_DIR:-$out/backward-volume}
+  bv_seed=${GPU_BV_SEED:-2701}
+  grads=() grads_sdpa=() races=() large=()
+  read -r -a bv_kernels < <(fc list --json 2> /dev/null | python3 -c '
+import json, sys
+print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))')
+  [ -n "${GPU_BV_KERNELS:-}" ] && read -r -a bv_kernels <<< "$GPU_BV_KERNELS"
+  for k in "${bv_kernels[@]}"; do
+    if [[ $k == sdpa-* ]]; then grads_sdpa+=(--kernel "$k"); else grads+=(--kernel "$k"); fi
+    races+=(--kernel "$k"); large+=(--kernel "$k")
+  done
+  for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero grad-fd; do
+    grads+=(--property "$p"); grads_sdpa+=(--property "$p")
+    [ "$p" = grad-fd ] || large+=(--property "$p")  # grad-fd differentiates an fp64 forward: default sizes only
+  done
+  races+=(--property grad-race)
+  large+=(--max-len 4096 --max-heads 32 --work-budget 3e10)
+  start=$(date +%s)
+  # A part without kernels has only its other arguments: it is left out.
+  for part in grads grads_sdpa races large; do declare -n a=$part; [[ " ${a[*]} " == *" --kernel "* ]] || a=(); unset -n a; done
+  side_by_side "$bv_dir" "$bv_seed" "${GPU_BV_SECONDS:-600}" bv grads:"${GPU_BV_WORKERS:-10}" \
+    grads_sdpa:"${GPU_BV_SDPA_WORKERS:-4}" races:"${GPU_BV_RACE_WORKERS:-1}" large:"${GPU_BV_LARGE_WORKERS:-2}"
+  fc merge "${sbs_dirs[@]}" --out "$out/bv-merged" --no-html > "$out/bv-merge.log" 2>&1
+  [ "$bv_dir" = "$out/backward-volume" ] || tar czf "$out/bv-campaigns.tgz" -C "$bv_dir" .
+  row "backward at volume (seed $bv_seed)" "$(merged_totals "$out/bv-merged") ($(( $(date +%s) - start )) s)"
+fi
+
 if has backward-race; then
   # Races: sixteen backward runs of flash-attention's longest test shapes (fixtures/stress/backward-race.json) on every
   # CUDA kernel with a backward, or those GPU_RACE_KERNELS names; minutes per kernel.
@@ -469,6 +539,11 @@ if has tc-gradients; then
       "$flashcheck" bench --kernel flash-fwd-varlen --pass backward --mix realistic --cases 1 --warmup 1 \
       > "$out/tc-ncu.csv" 2> "$out/tc-ncu.err"
     row "tc reference launches (ncu)" "exit $?: $(grep -c gpu__time_duration "$out/tc-ncu.csv") launches in tc-ncu.csv"
+    # Every launch (the harness's, the kernel's, torch's) of 20 standard-mix cases: at those sizes, which cost.
+    timeout "${GPU_TC_NCU_TIMEOUT:-120}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+      "$flashcheck" bench --kernel flash-fwd-varlen --pass backward --mix standard --cases 20 --warmup 2 \
+      > "$out/tc-ncu-standard.csv" 2> "$out/tc-ncu-standard.err"
+    row "standard-mix launches (ncu)" "exit $?: $(grep -c gpu__time_duration "$out/tc-ncu-standard.csv") launches in tc-ncu-standard.csv"
     # GPU_TC_NCU_FULL=1: every section of Nsight Compute on the dQ and dK/dV launches of the timed L 8192 B 2 H 32 case
     # (the realistic mix's third shape: the first two shapes' warm-up and timed cases and its own warm-up, ten launches,
     # come before).
@@ -506,8 +581,7 @@ if has false-alarms; then
 fi
 
 if has false-alarms-cuda; then
-  # Three campaigns side by side, so that slow units do not starve fast ones (a campaign gives each of its units the
-  # same number of chunks, and a chunk of grad-race or integration-sdpa takes minutes): "volume", the kernels that run
+  # Three campaigns side by side (a chunk of grad-race or integration-sdpa takes minutes): "volume", the kernels that run
   # on the device under the forward properties (GPU_FA_WORKERS, default 9 workers); "training", the same kernels under
   # the gradient and integration properties (GPU_FA_TRAINING_WORKERS, default 4); "sdpa", the SDPA kernels (host
   # paths, a few cases a second) under every property (GPU_FA_SDPA_WORKERS, default 3). Their folders are in GPU_FA_DIR
@@ -524,28 +598,13 @@ if has false-alarms-cuda; then
   for p in grad-conformance grad-determinism grad-gqa grad-varlen-padded grad-batch-permutation grad-masked-zero \
            grad-robustness grad-fd grad-race integration integration-sdpa; do training+=(--property "$p"); done
   sdpa+=(--property all --property integration --property integration-sdpa)
-  common=(--gpus all --timeout 300 --time "${GPU_FA_SECONDS:-480}")
   start=$(date +%s)
-  dirs=()
-  for part in volume:"${GPU_FA_WORKERS:-9}":0 training:"${GPU_FA_TRAINING_WORKERS:-4}":1 sdpa:"${GPU_FA_SDPA_WORKERS:-3}":2; do
-    IFS=: read -r name workers offset <<< "$part"
-    declare -n units=$name
-    [ ${#units[@]} -gt 0 ] || continue
-    dirs+=("$fa_dir/$name-$(( fa_seed + offset ))")
-    fc campaign "${units[@]}" "${common[@]}" --workers-per-gpu "$workers" --seed $(( fa_seed + offset )) \
-      --out "${dirs[-1]}" > "$out/fa-$name.log" 2>&1 &
-    unset -n units
-  done
-  wait
+  side_by_side "$fa_dir" "$fa_seed" "${GPU_FA_SECONDS:-480}" fa \
+    volume:"${GPU_FA_WORKERS:-9}" training:"${GPU_FA_TRAINING_WORKERS:-4}" sdpa:"${GPU_FA_SDPA_WORKERS:-3}"
+  dirs=("${sbs_dirs[@]}")
   fc merge "${dirs[@]}" --out "$out/fa-cuda-merged" --no-html > "$out/fa-cuda-merge.log" 2>&1
   [ "$fa_dir" = "$out/false-alarms-cuda" ] || tar czf "$out/fa-cuda-campaigns.tgz" -C "$fa_dir" .
-  row "false alarms, CUDA kernels (seed $fa_seed)" "$(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-t = r["totals"]
-print(t["cases"], "cases,", t["failures"], "failing,", t["findings"], "findings,", t["crashes"], "crashes;",
-      len(r["root_causes"]), "root causes:", "; ".join(str(c)[:90] for c in r["root_causes"][:4]))' \
-    "$out/fa-cuda-merged/report.json" 2>&1 | tail -1) ($(( $(date +%s) - start )) s)"
+  row "false alarms, CUDA kernels (seed $fa_seed)" "$(merged_totals "$out/fa-cuda-merged") ($(( $(date +%s) - start )) s)"
 fi
 
 if has py-campaign; then
