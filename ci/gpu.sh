@@ -36,9 +36,9 @@
 #   sizes (GPU_BACKWARD_LARGE_SECONDS, default 120), merged (a campaign of 0 seconds is skipped; GPU_BACKWARD_KERNELS
 #   narrows both to some CUDA kernels)
 #   backward-volume (not in the default): the backward at volume, every gradient property on every CUDA kernel with a
-#   backward at default and realistic sizes, four campaigns side by side for GPU_BV_SECONDS (default 600; GPU_BV_WORKERS,
-#   GPU_BV_SDPA_WORKERS, GPU_BV_RACE_WORKERS, GPU_BV_LARGE_WORKERS), merged; GPU_BV_DIR and GPU_BV_SEED resume them;
-#   GPU_BV_KERNELS narrows the kernels
+#   backward at default and realistic sizes, four campaigns side by side for GPU_BV_SECONDS (default 600, all calls
+#   together; GPU_BV_WORKERS, GPU_BV_SDPA_WORKERS, GPU_BV_RACE_WORKERS, GPU_BV_LARGE_WORKERS), merged; GPU_BV_DIR and
+#   GPU_BV_SEED resume them; GPU_BV_KERNELS narrows the kernels
 #   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
 #   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
 #   lse-merge (not in the default): the lse-merge property on every CUDA kernel that returns an LSE, default and
@@ -464,8 +464,9 @@ if has backward-volume; then
   # campaigns side by side: "grads", the kernels that call aten's ops, at default sizes (GPU_BV_WORKERS, default 10);
   # "grads_sdpa", the SDPA kernels (GPU_BV_SDPA_WORKERS, default 4); "races", grad-race, whose chunks take minutes
   # (GPU_BV_RACE_WORKERS, default 1); "large", realistic sizes (sequences in the thousands, up to 32 heads;
-  # GPU_BV_LARGE_WORKERS, default 2). GPU_BV_SECONDS each (default 600); GPU_BV_DIR keeps the folders for a later call
-  # to resume with the same GPU_BV_SEED (default 2701), as $out/bv-campaigns.tgz. Merged into $out/bv-merged.
+  # GPU_BV_LARGE_WORKERS, default 2). GPU_BV_SECONDS each (default 600), all calls together; GPU_BV_DIR keeps the
+  # folders for a later call to resume with the same GPU_BV_SEED (default 2701), and sends them back as
+  # $out/bv-campaigns.tgz. Merged into $out/bv-merged. ci/gpu_stage_test.sh runs this stage on CPU workers.
   bv_dir=${GPU_BV_DIR:-$out/backward-volume}
   bv_seed=${GPU_BV_SEED:-2701}
   grads=() grads_sdpa=() races=() large=()
