@@ -40,7 +40,9 @@ n=1
 call 1 3
 grep -Eq 'backward at volume \(seed 7\) +[1-9][0-9]* cases, 0 failing' "$work/out1/table.txt" ||
   fail "first call: no row of judged cases in table.txt: $(tail -1 "$work/out1/table.txt")"
-tar tzf "$work/out1/bv-campaigns.tgz" | grep -q 'grads-7/journal.jsonl' || fail "the tarball lacks grads-7/journal.jsonl"
+# (Listed to a file first: under pipefail, grep -q leaving early would fail the pipe through tar's SIGPIPE.)
+tar tzf "$work/out1/bv-campaigns.tgz" > "$work/tarball.txt" 2>&1
+grep -q 'grads-7/journal.jsonl' "$work/tarball.txt" || fail "the tarball lacks grads-7/journal.jsonl"
 chunks1=$(field chunks_done)
 [ "$(field sessions)" = 1 ] || fail "first call: sessions $(field sessions), expected 1"
 
