@@ -126,6 +126,12 @@ side_by_side() {
   done
   wait
 }
+# The CUDA kernels whose contract has a backward (list --json's "backward"), on one line.
+cuda_backward_kernels() {
+  fc list --json 2> /dev/null | python3 -c '
+import json, sys
+print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))'
+}
 # merged_totals DIR: one line of a merged campaign's report.json (cases, failures, findings, crashes, root causes).
 merged_totals() {
   python3 -c '
@@ -430,9 +436,7 @@ if has backward; then
     > "$out/grad-refcheck.log" 2>&1
   merged_row "device gradients vs host fp64" "$out/grad-refcheck" "$start"
   start=$(date +%s)
-  read -r -a bw_kernels < <(fc list --json 2> /dev/null | python3 -c '
-import json, sys
-print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))')
+  read -r -a bw_kernels < <(cuda_backward_kernels)
   [ -n "${GPU_BACKWARD_KERNELS:-}" ] && read -r -a bw_kernels <<< "$GPU_BACKWARD_KERNELS"
   args=()
   for k in "${bw_kernels[@]}"; do args+=(--kernel "$k"); done
@@ -470,9 +474,7 @@ if has backward-volume; then
   bv_dir=${GPU_BV_DIR:-$out/backward-volume}
   bv_seed=${GPU_BV_SEED:-2701}
   grads=() grads_sdpa=() races=() large=()
-  read -r -a bv_kernels < <(fc list --json 2> /dev/null | python3 -c '
-import json, sys
-print(" ".join(k["name"] for k in json.load(sys.stdin) if k.get("device") == "cuda" and "backward" in k))')
+  read -r -a bv_kernels < <(cuda_backward_kernels)
   [ -n "${GPU_BV_KERNELS:-}" ] && read -r -a bv_kernels <<< "$GPU_BV_KERNELS"
   for k in "${bv_kernels[@]}"; do
     if [[ $k == sdpa-* ]]; then grads_sdpa+=(--kernel "$k"); else grads+=(--kernel "$k"); fi
