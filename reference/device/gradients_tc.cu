@@ -123,12 +123,12 @@ __device__ inline bool locate_tile(const GradParams& p, Tile& t) {
   return false;
 }
 
-// The union of range(i, lo, hi) over a tile's 64 rows i (the block's), and over this warp's 16 of them.
+// The union of range(i, lo, hi) over a tile's 64 rows i (the block's), and over this warp pair's 16 of them.
 struct Spans {
   int lo = INT_MAX, hi = 0, warp_lo = INT_MAX, warp_hi = 0;
 };
 template <class Range>
-__device__ inline Spans spans_of(const Tile& t, int warp, Range range) {
+__device__ inline Spans spans_of(const Tile& t, int group, Range range) {
   Spans sp;
   for (int r = 0; r < t.count; ++r) {
     int lo, hi;
@@ -136,7 +136,7 @@ __device__ inline Spans spans_of(const Tile& t, int warp, Range range) {
     if (hi <= lo) continue;
     sp.lo = min(sp.lo, lo);
     sp.hi = max(sp.hi, hi);
-    if (r / 16 == warp) {
+    if (r / 16 == group) {
       sp.warp_lo = min(sp.warp_lo, lo);
       sp.warp_hi = max(sp.warp_hi, hi);
     }
@@ -207,20 +207,67 @@ __device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
   m = __float2bfloat16_rn(r1);
   l = __float2bfloat16_rn(r1 - __bfloat162float(m));
 }
-// The A operands of a 16 x 64 tile held in the accumulator layout (s[nt][e]: rows g + 8 (e / 2), columns
-// nt * 8 + 2t + e % 2) as the four k-steps of a product with a 64-row B: element pair (nt, rr) goes to a[nt / 2]
+// The A operands of a warp's half tile, 16 x 32, held in the accumulator layout (s[nt][e]: rows g + 8 (e / 2),
+// columns nt * 8 + 2t + e % 2) as two k-steps of a product with a 64-row B: element pair (nt, rr) goes to a[nt / 2]
 // register (nt % 2) * 2 + rr.
-using AFrag = unsigned[4][4];
-__device__ inline void put(AFrag& a, int nt, int rr, bf16 lo, bf16 hi) { a[nt / 2][(nt % 2) * 2 + rr] = pack(lo, hi); }
+using HalfFrag = unsigned[2][4];
+__device__ inline void put(HalfFrag& a, int nt, int rr, unsigned pair) { a[nt / 2][(nt % 2) * 2 + rr] = pair; }
+
+// ---- Warp pairs -------------------------------------------------------------------------------------------------
+// dQ and dK/dV run eight warps a block, in pairs: warp w takes the 16 rows of group w % 4 (dQ: query rows; dK/dV: keys)
+// and half w / 4 of each tile's 64 terms (keys; query rows). It computes the logits, dP and the coefficients of its 32
+// terms only, publishes them in shared memory and, after the pair's barrier, reads the tile's 64 as the A operands of
+// the products with the tile, of which it accumulates output columns half * kW .. + kW - 1. So the element-wise work,
+// the costliest of a tile, is done once per tile instead of once per kW output columns, and each warp's accumulators
+// are those of kW columns, as with four warps.
+constexpr int kPairWarps = 2 * kWarps;
+constexpr int kPairThreads = 32 * kPairWarps;
+constexpr int kHalf = kN / 2;  // a warp's terms of a tile
+static_assert(kMaxGradDim <= 2 * kW, "the two halves of a pair cover every output column");
+enum Slot { kHi, kMid, kLo, kNoise, kMag2, kSlots };  // the operands a warp publishes per tile, at most
+constexpr int kSwapBytes = kPairWarps * kSlots * 2 * 32 * static_cast<int>(sizeof(uint4));
+struct PairWarp {
+  uint4* swap;  // kSwapBytes of shared memory
+  int warp, group, half, lane;
+  __device__ explicit PairWarp(void* smem)
+      : swap(static_cast<uint4*>(smem)), warp(threadIdx.x / 32), group(warp % kWarps), half(warp / kWarps),
+        lane(threadIdx.x % 32) {}
+  // A lane's 16 bytes of k-step ks of warp w's half of an operand: each lane's own, no bank conflicts.
+  __device__ uint4& at(int w, int slot, int ks) const { return swap[((w * kSlots + slot) * 2 + ks) * 32 + lane]; }
+  __device__ void publish(int slot, const HalfFrag& f) const {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) at(warp, slot, ks) = make_uint4(f[ks][0], f[ks][1], f[ks][2], f[ks][3]);
+  }
+  // The pair's barrier (ids 1 .. 4; __syncthreads has 0): both halves are published. The sweep's block barrier after
+  // each tile keeps the next tile's publishing from overwriting what the partner still reads.
+  __device__ void sync() const { asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "r"(64) : "memory"); }
+  // K-step kk (terms 16 kk ..) of the tile's operand: from the half that computed it.
+  __device__ void fetch(int slot, int kk, unsigned (&a)[4]) const {
+    const uint4 x = at(group + kWarps * (kk / 2), slot, kk % 2);
+    a[0] = x.x;
+    a[1] = x.y;
+    a[2] = x.z;
+    a[3] = x.w;
+  }
+  // x, y summed over the pair, the first half's first: both warps end with the same bits. Called between sweeps.
+  __device__ void add(float& x, float& y) const {
+    at(warp, 0, 0) = make_uint4(__float_as_uint(x), __float_as_uint(y), 0u, 0u);
+    sync();
+    const uint4 a = at(group, 0, 0), b = at(group + kWarps, 0, 0);
+    x = __uint_as_float(a.x) + __uint_as_float(b.x);
+    y = __uint_as_float(a.y) + __uint_as_float(b.y);
+    sync();  // both have read before either publishes again
+  }
+};
 // A pair of T values squared, each rounded to bf16: the B operand of a sum of squares.
 template <class T>
 __device__ inline unsigned sq2(unsigned x) {
   const float2 f = unpack_t<T>(x);
   return pack(__float2bfloat16_rn(f.x * f.x), __float2bfloat16_rn(f.y * f.y));
 }
-// s = A.B^T and sa = |A|.|B|^T of a warp's 16 rows (aw) against a 64-row tile bt, as qk (tc_mma.cuh).
-template <class T>
-__device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const T* aw, int ld_a, const T* bt, int ld,
+// s = A.B^T and sa = |A|.|B|^T of a warp's 16 rows (aw) against the first 8 NT rows of a tile bt, as qk (tc_mma.cuh).
+template <int NT, class T>
+__device__ inline void qk_abs(float (&s)[NT][4], float (&sa)[NT][4], const T* aw, int ld_a, const T* bt, int ld,
                               int d, int lane) {
   zero(s);
   zero(sa);
@@ -230,7 +277,7 @@ __device__ inline void qk_abs(float (&s)[8][4], float (&sa)[8][4], const T* aw, 
 #pragma unroll
     for (int i = 0; i < 4; ++i) aa[i] = a[i] & kAbsMask;
 #pragma unroll
-    for (int pr = 0; pr < 4; ++pr) {
+    for (int pr = 0; pr < NT / 2; ++pr) {
       unsigned b[4];
       ldsm_x4(b, bt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
       mma_t<T>(s[2 * pr], a, b[0], b[1]);
@@ -252,10 +299,10 @@ struct Sums {
       for (int e = 0; e < 4; ++e) value[n][e] = noise[n][e] = squares[n][e] = 0.0f;
   }
 };
-// The pieces of one tile's coefficients: the value in three, its sensitivity's coefficient sum_factor |value| +
+// The pieces of a half tile's coefficients: the value in three, its sensitivity's coefficient sum_factor |value| +
 // carried (sum_factor: the sum sensitivity of the element's terms) and the squared magnitude in one each.
 struct Pieces {
-  AFrag hi, mid, lo, noise, mag2;
+  HalfFrag hi, mid, lo, noise, mag2;
   __device__ void set(int nt, int rr, float sum_factor, const float (&value)[2], const float (&carried)[2],
                       const float (&magnitude)[2]) {
     bf16 h[2], m[2], l[2], n[2], q[2];
@@ -265,20 +312,29 @@ struct Pieces {
       n[c] = __float2bfloat16_rn(sum_factor * fabsf(value[c]) + carried[c]);
       q[c] = __float2bfloat16_rn(magnitude[c] * magnitude[c]);
     }
-    put(hi, nt, rr, h[0], h[1]);
-    put(mid, nt, rr, m[0], m[1]);
-    put(lo, nt, rr, l[0], l[1]);
-    put(noise, nt, rr, n[0], n[1]);
-    put(mag2, nt, rr, q[0], q[1]);
+    put(hi, nt, rr, pack(h[0], h[1]));
+    put(mid, nt, rr, pack(m[0], m[1]));
+    put(lo, nt, rr, pack(l[0], l[1]));
+    put(noise, nt, rr, pack(n[0], n[1]));
+    put(mag2, nt, rr, pack(q[0], q[1]));
+  }
+  // To the pair, whose barrier follows.
+  __device__ void publish(const PairWarp& pw) const {
+    pw.publish(kHi, hi);
+    pw.publish(kMid, mid);
+    pw.publish(kLo, lo);
+    pw.publish(kNoise, noise);
+    pw.publish(kMag2, mag2);
+    pw.sync();
   }
 };
-// A tile's coefficients for dQ and dK from its logits' dots s, dP's dots and absolute dots: pair(nt, rr, c) gives the
-// statistics of the row of accumulator element (nt, 2 rr + c), or null where that row does not see that key.
+// A half tile's coefficients for dQ and dK from its logits' dots s, dP's dots and absolute dots: pair(nt, rr, c) gives
+// the statistics of the row of accumulator element (nt, 2 rr + c), or null where that row does not see that key.
 template <bool kSoftcap, class Pair>
-__device__ inline void ds_pieces(Pieces& a, const GradParams& p, const float (&s)[8][4], const float (&dp)[8][4],
-                                 const float (&dpa)[8][4], const float (&sum_factor)[2], Pair pair) {
+__device__ inline void ds_pieces(Pieces& a, const GradParams& p, const float (&s)[4][4], const float (&dp)[4][4],
+                                 const float (&dpa)[4][4], const float (&sum_factor)[2], Pair pair) {
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       float ds[2] = {0.0f, 0.0f}, dn[2] = {0.0f, 0.0f}, dm[2] = {0.0f, 0.0f};
@@ -295,13 +351,13 @@ __device__ inline void ds_pieces(Pieces& a, const GradParams& p, const float (&s
       a.set(nt, rr, sum_factor[rr], ds, dn, dm);
     }
 }
-// The baseline's ds (and, where `weights` is given, its P) of a tile as A operands in the dtype, exact: both are
+// The baseline's ds (and, where `weights` is given, its P) of a half tile as A operands in the dtype, exact: both are
 // values of the dtype. s holds the dots with K' = rd(K scale), dp those of dP; pair as for ds_pieces.
 template <class T, bool kSoftcap, class Pair>
-__device__ inline void base_fragments(AFrag& ds_frag, AFrag* weights, const GradParams& p, const float (&s)[8][4],
-                                      const float (&dp)[8][4], Pair pair) {
+__device__ inline void base_fragments(HalfFrag& ds_frag, HalfFrag* weights, const GradParams& p,
+                                      const float (&s)[4][4], const float (&dp)[4][4], Pair pair) {
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       float pb[2] = {0.0f, 0.0f}, ds[2] = {0.0f, 0.0f};
@@ -314,80 +370,93 @@ __device__ inline void base_fragments(AFrag& ds_frag, AFrag* weights, const Grad
         pb[c] = base_weight<T, kSoftcap>(p, *r, s[nt][e], t);
         ds[c] = base_ds<T, kSoftcap>(p, pb[c], rd_t<T>(dp[nt][e]), r->db, t);
       }
-      ds_frag[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(ds[0], ds[1]);
-      if (weights) (*weights)[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(pb[0], pb[1]);
+      put(ds_frag, nt, rr, pack_t<T>(ds[0], ds[1]));
+      if (weights) put(*weights, nt, rr, pack_t<T>(pb[0], pb[1]));
     }
 }
 
-// Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`.
-// The pieces are bf16; an fp16 B goes in as two exact bf16 pieces (tc_mma.cuh split_f16x2), each meeting every piece,
-// and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation).
-template <class T>
-__device__ inline void accumulate(Sums& sums, const Pieces& a, const T* bt, int ld, int c0, int cols, int lane) {
-#pragma unroll
-  for (int cp = 0; cp < kW / 16; ++cp) {
-    if (c0 + cp * 16 >= cols) continue;
-    float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      unsigned b[4], bl[4] = {0u, 0u, 0u, 0u};
-      load_v(b, bt + c0, ld, kk, cp, lane);
-      const unsigned q0 = sq2<T>(b[0]), q1 = sq2<T>(b[1]), q2 = sq2<T>(b[2]), q3 = sq2<T>(b[3]);
-      if constexpr (std::is_same_v<T, f16>)
-        for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
-      mma(t0, a.hi[kk], b[0], b[1]);
-      mma(t0, a.mid[kk], b[0], b[1]);
-      mma(t0, a.lo[kk], b[0], b[1]);
-      mma(t1, a.hi[kk], b[2], b[3]);
-      mma(t1, a.mid[kk], b[2], b[3]);
-      mma(t1, a.lo[kk], b[2], b[3]);
-      if constexpr (std::is_same_v<T, f16>) {
-        mma(t0, a.hi[kk], bl[0], bl[1]);
-        mma(t0, a.mid[kk], bl[0], bl[1]);
-        mma(t0, a.lo[kk], bl[0], bl[1]);
-        mma(t1, a.hi[kk], bl[2], bl[3]);
-        mma(t1, a.mid[kk], bl[2], bl[3]);
-        mma(t1, a.lo[kk], bl[2], bl[3]);
-      }
-      mma(sums.noise[2 * cp], a.noise[kk], b[0] & kAbsMask, b[1] & kAbsMask);
-      mma(sums.noise[2 * cp + 1], a.noise[kk], b[2] & kAbsMask, b[3] & kAbsMask);
-      mma(sums.squares[2 * cp], a.mag2[kk], q0, q1);
-      mma(sums.squares[2 * cp + 1], a.mag2[kk], q2, q3);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {  // round-to-nearest across tiles (the head of this file)
-      sums.value[2 * cp][e] += t0[e];
-      sums.value[2 * cp + 1][e] += t1[e];
-    }
-  }
-}
-// One product of coefficients exact in T (the baseline's) with columns c0 .. of bt, a fresh accumulator per tile.
-template <class T>
-__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const AFrag& a, const T* bt, int ld, int c0,
-                                        int cols, int lane) {
-#pragma unroll
-  for (int cp = 0; cp < kW / 16; ++cp) {
-    if (c0 + cp * 16 >= cols) continue;
-    float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      unsigned b[4];
-      load_v(b, bt + c0, ld, kk, cp, lane);
-      mma_t<T>(t0, a[kk], b[0], b[1]);
-      mma_t<T>(t1, a[kk], b[2], b[3]);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      acc[2 * cp][e] += t0[e];
-      acc[2 * cp + 1][e] += t1[e];
-    }
-  }
-}
 __device__ inline void clear(float (&acc)[kW / 8][4]) {
 #pragma unroll
   for (int n = 0; n < kW / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+}
+// Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`,
+// the A operands (Pieces) read from the pair's swap k-step by k-step: each lane holds 20 of them at a time, not 80.
+// The pieces are bf16; an fp16 B goes in as two exact bf16 pieces (tc_mma.cuh split_f16x2), each meeting every piece,
+// and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation). Each column block's value
+// takes the tile's 3 (or 6) products per k-step in a fresh accumulator, k-steps in order, then joins the running sum.
+template <class T>
+__device__ inline void accumulate(Sums& sums, const PairWarp& pw, const T* bt, int ld, int c0, int cols, int lane) {
+  float tile[kW / 8][4];
+  clear(tile);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    unsigned hi[4], mid[4], lo[4], noise[4], mag2[4];
+    pw.fetch(kHi, kk, hi);
+    pw.fetch(kMid, kk, mid);
+    pw.fetch(kLo, kk, lo);
+    pw.fetch(kNoise, kk, noise);
+    pw.fetch(kMag2, kk, mag2);
+#pragma unroll
+    for (int cp = 0; cp < kW / 16; ++cp) {
+      if (c0 + cp * 16 >= cols) continue;
+      float (&t0)[4] = tile[2 * cp];
+      float (&t1)[4] = tile[2 * cp + 1];
+      unsigned b[4], bl[4] = {0u, 0u, 0u, 0u};
+      load_v(b, bt + c0, ld, kk, cp, lane);
+      const unsigned q0 = sq2<T>(b[0]), q1 = sq2<T>(b[1]), q2 = sq2<T>(b[2]), q3 = sq2<T>(b[3]);
+      if constexpr (std::is_same_v<T, f16>)
+        for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
+      mma(t0, hi, b[0], b[1]);
+      mma(t0, mid, b[0], b[1]);
+      mma(t0, lo, b[0], b[1]);
+      mma(t1, hi, b[2], b[3]);
+      mma(t1, mid, b[2], b[3]);
+      mma(t1, lo, b[2], b[3]);
+      if constexpr (std::is_same_v<T, f16>) {
+        mma(t0, hi, bl[0], bl[1]);
+        mma(t0, mid, bl[0], bl[1]);
+        mma(t0, lo, bl[0], bl[1]);
+        mma(t1, hi, bl[2], bl[3]);
+        mma(t1, mid, bl[2], bl[3]);
+        mma(t1, lo, bl[2], bl[3]);
+      }
+      mma(sums.noise[2 * cp], noise, b[0] & kAbsMask, b[1] & kAbsMask);
+      mma(sums.noise[2 * cp + 1], noise, b[2] & kAbsMask, b[3] & kAbsMask);
+      mma(sums.squares[2 * cp], mag2, q0, q1);
+      mma(sums.squares[2 * cp + 1], mag2, q2, q3);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kW / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sums.value[n][e] += tile[n][e];  // round-to-nearest across tiles (the head of this file)
+}
+// One product of coefficients exact in T (the baseline's, the pair's operand `slot`) with columns c0 .. of bt, a fresh
+// accumulator per tile.
+template <class T>
+__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const PairWarp& pw, int slot, const T* bt, int ld,
+                                        int c0, int cols, int lane) {
+  float tile[kW / 8][4];
+  clear(tile);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    unsigned a[4];
+    pw.fetch(slot, kk, a);
+#pragma unroll
+    for (int cp = 0; cp < kW / 16; ++cp) {
+      if (c0 + cp * 16 >= cols) continue;
+      unsigned b[4];
+      load_v(b, bt + c0, ld, kk, cp, lane);
+      mma_t<T>(tile[2 * cp], a, b[0], b[1]);
+      mma_t<T>(tile[2 * cp + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kW / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] += tile[n][e];
 }
 // Writes one element of a reference gradient: value * scale, its sensitivity and its terms.
 __device__ inline void write_truth(const TcGradientOutputs& out, int which, long long at, const Sums& s, int nt, int e,
@@ -435,12 +504,14 @@ __global__ void rows_kernel(RowsParams rp) {
 
 // ---- Launch 4: dQ ------------------------------------------------------------------------------------------------
 __host__ __device__ inline int tile_ld(int d, int dv) { return (d > dv ? d : dv) + kPad; }
+// Shared memory: the block's Q and dO rows, two stages of a K (or K') tile and a V tile, the pairs' swap. At head dims
+// of 128, 145,408 bytes: one block of eight warps per multiprocessor.
 __host__ __device__ inline int dq_smem_bytes(int d, int dv) {
-  return 2 * (kM * (d + kPad) + kM * (dv + kPad) + 4 * kN * tile_ld(d, dv));
+  return 2 * (kM * (d + kPad) + kM * (dv + kPad) + 4 * kN * tile_ld(d, dv)) + kSwapBytes;
 }
 
 template <bool kSoftcap, class T>
-__global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
+__global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   Tile bk;
   if (!locate_tile<false>(p, bk)) return;
@@ -450,34 +521,37 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
   T* os = qs + kM * ld_q;
   T* slots = os + kM * ld_o;
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const PairWarp pw(slots + 4 * kN * ld);
+  const int group = pw.group, half = pw.half, lane = pw.lane, g = lane / 4, t4 = lane % 4;
 
-  // The keys the block's rows see, and this warp's rows.
-  const Spans keys = spans_of(bk, warp, [&](int i, int& lo, int& hi) { keys_of_row(p, bk.s, i, lo, hi); });
+  // The keys the block's rows see, and this pair's rows.
+  const Spans keys = spans_of(bk, group, [&](int i, int& lo, int& hi) { keys_of_row(p, bk.s, i, lo, hi); });
   const int jlo = keys.lo, jhi = keys.hi, wlo = keys.warp_lo, whi = keys.warp_hi;
   if (jlo >= jhi) return;  // no row of the block sees a key: its dQ stays zero (every thread takes this branch)
 
   const long long row0 = static_cast<long long>(bk.s.q_start) + bk.first;
   const T *q = static_cast<const T*>(p.q), *k = static_cast<const T*>(p.k), *ks = static_cast<const T*>(p.ks);
   const T *v = static_cast<const T*>(p.v), *dout = static_cast<const T*>(p.dout);
-  load_rows(qs, ld_q, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, 0, bk.count, d);
-  load_rows(os, ld_o, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, 0, bk.count, dv);
+  load_rows<kPairThreads>(qs, ld_q, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, 0, bk.count, d);
+  load_rows<kPairThreads>(os, ld_o, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, 0, bk.count, dv);
   cp_async_commit();
-  const T* qw = qs + warp * 16 * ld_q;
-  const T* ow = os + warp * 16 * ld_o;
+  const T* qw = qs + group * 16 * ld_q;
+  const T* ow = os + group * 16 * ld_o;
   const long long key0 = static_cast<long long>(bk.s.k_start) + bk.s.p0;
   const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
   const T* k_base = k + (key0 * p.Hk + kh) * d;
   const T* ks_base = ks + (key0 * p.Hk + kh) * d;
   const T* v_base = v + (key0 * p.Hk + kh) * dv;
-  auto warp_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
+  // Both warps of a pair take the same branch: the pair's barrier needs them both.
+  auto pair_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
+  const int c0 = half * kW;  // this warp's output columns
 
-  // This lane's two rows: g and g + 8 of the warp's 16.
+  // This lane's two rows: g and g + 8 of the pair's 16.
   int i_of[2], n_keys[2];
   float sum_factor[2];  // the sum sensitivity of dQ's n_keys terms
   RowStat rs[2];
   for (int rr = 0; rr < 2; ++rr) {
-    const int r = warp * 16 + g + rr * 8;
+    const int r = group * 16 + g + rr * 8;
     i_of[rr] = bk.first + r;
     int lo, hi;
     keys_of_row(p, bk.s, i_of[rr], lo, hi);
@@ -485,37 +559,24 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
     sum_factor[rr] = tolerance::sum_sensitivity<float>(n_keys[rr]);
     rs[rr] = n_keys[rr] > 0 ? p.rows[(row0 + r) * p.H + h] : RowStat{};
   }
-  // The statistics of this lane's row rr where it sees the key of accumulator column (nt, c) of tile j0.
+  // The statistics of this lane's row rr where it sees the key of accumulator column (nt, c) of this warp's half of
+  // tile j0.
   auto row_seeing = [&](int j0) {
     return [&, j0](int nt, int rr, int c) -> const RowStat* {
-      return sees(p, bk.s, i_of[rr], j0 + nt * 8 + 2 * t4 + c) ? &rs[rr] : nullptr;
+      return sees(p, bk.s, i_of[rr], j0 + half * kHalf + nt * 8 + 2 * t4 + c) ? &rs[rr] : nullptr;
     };
   };
   auto load_truth = [&](int st, int j0) {
-    load_rows(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
-    load_rows(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
+    load_rows<kPairThreads>(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
+    load_rows<kPairThreads>(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
   };
   auto load_base = [&](int st, int j0) {
-    load_rows(slot(st, 0), ld, ks_base, k_stride, j0, jhi, d);
-    load_rows(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
+    load_rows<kPairThreads>(slot(st, 0), ld, ks_base, k_stride, j0, jhi, d);
+    load_rows<kPairThreads>(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
   };
-
-  // ---- The reference: dQ, kW columns at a time ----
-  for (int c0 = 0; c0 < d; c0 += kW) {
-    Sums sums;
-    sums.clear();
-    sweep(jlo, jhi, load_truth, [&](int st, int j0) {
-      if (!warp_sees(j0)) return;
-      const T* kt = slot(st, 0);
-      Pieces a;
-      {
-        float s[8][4], dp[8][4], dpa[8][4];
-        qk(s, qw, ld_q, kt, ld, d, lane);
-        qk_abs(dp, dpa, ow, ld_o, slot(st, 1), ld, dv, lane);
-        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
-      }
-      accumulate(sums, a, kt, ld, c0, d, lane);
-    });
+  // This warp's half of tile `st`: its keys' rows of K (or K') and of V.
+  auto half_of = [&](int st, int which) { return slot(st, which) + half * kHalf * ld; };
+  auto write_rows = [&](auto&& write) {
 #pragma unroll
     for (int nt = 0; nt < kW / 8; ++nt) {
       const int x = c0 + nt * 8 + 2 * t4;
@@ -523,23 +584,42 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         if (n_keys[rr] == 0) continue;
-        const long long at = ((row0 + warp * 16 + g + rr * 8) * p.H + h) * d + x;
-        for (int c = 0; c < 2; ++c) write_truth(p.out, 0, at + c, sums, nt, 2 * rr + c, p.scale_d);
+        const long long at = ((row0 + group * 16 + g + rr * 8) * p.H + h) * d + x;
+        for (int c = 0; c < 2; ++c) write(at + c, nt, 2 * rr + c);
       }
     }
+  };
+
+  // ---- The reference: dQ ----
+  {
+    Sums sums;
+    sums.clear();
+    sweep(jlo, jhi, load_truth, [&](int st, int j0) {
+      if (!pair_sees(j0)) return;
+      {
+        Pieces a;
+        float s[4][4], dp[4][4], dpa[4][4];
+        qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
+        qk_abs(dp, dpa, ow, ld_o, half_of(st, 1), ld, dv, lane);
+        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
+        a.publish(pw);
+      }
+      accumulate(sums, pw, slot(st, 0), ld, c0, d, lane);
+    });
+    write_rows([&](long long at, int nt, int e) { write_truth(p.out, 0, at, sums, nt, e, p.scale_d); });
   }
 
   if (!p.out.baseline[0]) return;
   // ---- The baseline: its D = sum_j P_j dP_j first (every ds needs it), then dQ ----
   float db[2] = {0.0f, 0.0f};
   sweep(jlo, jhi, load_base, [&](int st, int j0) {
-    if (!warp_sees(j0)) return;
-    float s[8][4], dp[8][4];
-    qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
-    qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
+    if (!pair_sees(j0)) return;
+    float s[4][4], dp[4][4];
+    qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
+    qk(dp, ow, ld_o, half_of(st, 1), ld, dv, lane);
     const auto pair = row_seeing(j0);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const RowStat* r = pair(nt, e >> 1, e & 1);
@@ -548,52 +628,46 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(GradParams p) {
         db[e >> 1] += base_weight<T, kSoftcap>(p, *r, s[nt][e], t) * rd_t<T>(dp[nt][e]);
       }
   });
+  pw.add(db[0], db[1]);
   for (int rr = 0; rr < 2; ++rr) {  // the quad's four lanes hold a row's keys 4c + t: every lane ends with the sum
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 1);
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 2);
     rs[rr].db = db[rr];
-    if (t4 == 0 && n_keys[rr] > 0) p.rows[(row0 + warp * 16 + g + rr * 8) * p.H + h].db = db[rr];
+    if (half == 0 && t4 == 0 && n_keys[rr] > 0) p.rows[(row0 + group * 16 + g + rr * 8) * p.H + h].db = db[rr];
   }
-  for (int c0 = 0; c0 < d; c0 += kW) {
+  {
     float acc[kW / 8][4];
     clear(acc);
     sweep(jlo, jhi, load_base, [&](int st, int j0) {
-      if (!warp_sees(j0)) return;
-      const T* kst = slot(st, 0);
-      AFrag a;
+      if (!pair_sees(j0)) return;
       {
-        float s[8][4], dp[8][4];
-        qk(s, qw, ld_q, kst, ld, d, lane);
-        qk(dp, ow, ld_o, slot(st, 1), ld, dv, lane);
+        HalfFrag a;
+        float s[4][4], dp[4][4];
+        qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
+        qk(dp, ow, ld_o, half_of(st, 1), ld, dv, lane);
         base_fragments<T, kSoftcap>(a, nullptr, p, s, dp, row_seeing(j0));
+        pw.publish(0, a);
+        pw.sync();
       }
-      accumulate_exact(acc, a, kst, ld, c0, d, lane);
+      accumulate_exact(acc, pw, 0, slot(st, 0), ld, c0, d, lane);
     });
-#pragma unroll
-    for (int nt = 0; nt < kW / 8; ++nt) {
-      const int x = c0 + nt * 8 + 2 * t4;
-      if (x >= d) continue;
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        if (n_keys[rr] == 0) continue;
-        const long long at = ((row0 + warp * 16 + g + rr * 8) * p.H + h) * d + x;
-        for (int c = 0; c < 2; ++c) p.out.baseline[0][at + c] = rd_t<T>(acc[nt][2 * rr + c]);
-      }
-    }
+    write_rows([&](long long at, int nt, int e) { p.out.baseline[0][at] = rd_t<T>(acc[nt][e]); });
   }
 }
 
 // ---- Launch 5: dK and dV ------------------------------------------------------------------------------------------
-// Shared memory: the block's K rows (K' = rd(K scale) in their place for the baseline) and V rows, then two stages of
-// a Q tile and a dO tile, then two stages of the tiles' row statistics. At head dims of 128 that is 109,056 bytes:
-// two blocks share an H100's or H200's multiprocessor (228 KB). With K' in a slot of its own (126,464 bytes) one
-// block did, and this kernel took 2.5 times dQ's time (ncu, H100, 2026-12-06: 346 against 136 ms at L 8192 B 2 H 32).
+// Shared memory: the block's K rows (K' = rd(K scale) in their place for the baseline) and V rows, two stages of a Q
+// tile and a dO tile, two stages of the tiles' row statistics, the pairs' swap. At head dims of 128 that is 150,016
+// bytes: one block of eight warps per multiprocessor. (With four warps a block, two blocks of 109,056 bytes shared one;
+// with K' in a slot of its own only one did, and this kernel took 2.5 times dQ's time: ncu, H100, 2026-12-06, 346
+// against 136 ms at L 8192 B 2 H 32.)
 __host__ __device__ inline int dkdv_smem_bytes(int d, int dv) {
-  return 2 * (kN * (d + kPad) + kN * (dv + kPad) + 4 * kM * tile_ld(d, dv)) + 2 * kM * static_cast<int>(sizeof(RowStat));
+  return 2 * (kN * (d + kPad) + kN * (dv + kPad) + 4 * kM * tile_ld(d, dv)) +
+         2 * kM * static_cast<int>(sizeof(RowStat)) + kSwapBytes;
 }
 
 template <bool kSoftcap, class T>
-__global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
+__global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   Tile bk;
   if (!locate_tile<true>(p, bk)) return;
@@ -603,53 +677,59 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
   T* vr = kr + kN * ld_k;
   T* slots = vr + kN * ld_v;
   RowStat* stats = reinterpret_cast<RowStat*>(slots + 4 * kM * ld);
+  const PairWarp pw(stats + 2 * kM);
   auto q_slot = [&](int stage) { return slots + (stage * 2) * kM * ld; };
   auto o_slot = [&](int stage) { return slots + (stage * 2 + 1) * kM * ld; };
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int group = pw.group, half = pw.half, lane = pw.lane, g = lane / 4, t4 = lane % 4;
 
-  // The query rows that see the block's keys, and this warp's keys.
-  const Spans rows = spans_of(bk, warp, [&](int j, int& lo, int& hi) { rows_of_key(p, bk.s, j, lo, hi); });
+  // The query rows that see the block's keys, and this pair's keys.
+  const Spans rows = spans_of(bk, group, [&](int j, int& lo, int& hi) { rows_of_key(p, bk.s, j, lo, hi); });
   const int ilo = rows.lo, ihi = rows.hi, wlo = rows.warp_lo, whi = rows.warp_hi;
   if (ilo >= ihi) return;  // no row sees these keys: their gradients stay zero
 
   const long long krow0 = static_cast<long long>(bk.s.k_start) + bk.s.p0 + bk.first;
   const long long k_stride = static_cast<long long>(p.Hk) * d, v_stride = static_cast<long long>(p.Hk) * dv;
   const T *q = static_cast<const T*>(p.q), *dout = static_cast<const T*>(p.dout);
-  load_rows(kr, ld_k, static_cast<const T*>(p.k) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
-  load_rows(vr, ld_v, static_cast<const T*>(p.v) + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
+  load_rows<kPairThreads>(kr, ld_k, static_cast<const T*>(p.k) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows<kPairThreads>(vr, ld_v, static_cast<const T*>(p.v) + (krow0 * p.Hk + kh) * dv, v_stride, 0, bk.count, dv);
   cp_async_commit();
-  const T* kw = kr + warp * 16 * ld_k;
-  const T* vw = vr + warp * 16 * ld_v;
-  auto warp_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
+  const T* kw = kr + group * 16 * ld_k;
+  const T* vw = vr + group * 16 * ld_v;
+  // Both warps of a pair take the same branch: the pair's barrier needs them both.
+  auto pair_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
+  const int c0 = half * kW;  // this warp's output columns
 
   // This lane's two keys, and the terms of their sums: the rows that see them, times the group's heads.
   int j_of[2];
   float sum_factor[2];
   for (int rr = 0; rr < 2; ++rr) {
-    j_of[rr] = bk.first + warp * 16 + g + rr * 8;
+    j_of[rr] = bk.first + group * 16 + g + rr * 8;
     int lo, hi;
     rows_of_key(p, bk.s, j_of[rr], lo, hi);
     sum_factor[rr] = tolerance::sum_sensitivity<float>(hi > lo ? static_cast<long long>(hi - lo) * p.group : 0);
   }
-  auto row_of = [&](int i0, int nt, int c) { return i0 + nt * 8 + 2 * t4 + c; };
-  // The statistics of the row of accumulator column (nt, c) of tile i0 (stage st) where it sees this lane's key rr.
+  // The statistics of the row of accumulator column (nt, c) of this warp's half of tile i0 (stage st) where it sees
+  // this lane's key rr.
   auto row_seeing = [&](int st, int i0) {
     return [&, st, i0](int nt, int rr, int c) -> const RowStat* {
-      const int i = row_of(i0, nt, c);
-      return sees(p, bk.s, i, j_of[rr]) ? &stats[st * kM + i - i0] : nullptr;
+      const int r = half * kHalf + nt * 8 + 2 * t4 + c;
+      return sees(p, bk.s, i0 + r, j_of[rr]) ? &stats[st * kM + r] : nullptr;
     };
   };
+  // This warp's half of a Q or dO tile: its 32 rows.
+  auto half_of = [&](const T* tile) { return tile + half * kHalf * ld; };
   // The tiles of query head h: rows i0 .. of Q and dO, and their statistics.
   auto loader = [&](int h) {
     const long long row0 = static_cast<long long>(bk.s.q_start);
     return [&, h, row0](int st, int i0) {
-      load_rows(q_slot(st), ld, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, i0, ihi, d);
-      load_rows(o_slot(st), ld, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, i0, ihi, dv);
-      for (int r = threadIdx.x; r < kM; r += kThreads)
+      load_rows<kPairThreads>(q_slot(st), ld, q + (row0 * p.H + h) * d, static_cast<long long>(p.H) * d, i0, ihi, d);
+      load_rows<kPairThreads>(o_slot(st), ld, dout + (row0 * p.H + h) * dv, static_cast<long long>(p.H) * dv, i0, ihi,
+                              dv);
+      for (int r = threadIdx.x; r < kM; r += kPairThreads)
         stats[st * kM + r] = i0 + r < ihi ? p.rows[(row0 + i0 + r) * p.H + h] : RowStat{};
     };
   };
-  auto write_key = [&](int which, int c0, int cols, auto&& write) {
+  auto write_key = [&](int cols, auto&& write) {
 #pragma unroll
     for (int nt = 0; nt < kW / 8; ++nt) {
       const int x = c0 + nt * 8 + 2 * t4;
@@ -657,26 +737,26 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         if (j_of[rr] >= bk.s.lk) continue;
-        const long long at = ((krow0 + warp * 16 + g + rr * 8) * p.Hk + kh) * cols + x;
-        for (int c = 0; c < 2; ++c) write(at + c, nt, 2 * rr + c, rr);
+        const long long at = ((krow0 + group * 16 + g + rr * 8) * p.Hk + kh) * cols + x;
+        for (int c = 0; c < 2; ++c) write(at + c, nt, 2 * rr + c);
       }
     }
   };
 
   // ---- The reference's dV: sum_i P_ij dO_i ----
-  for (int c0 = 0; c0 < dv; c0 += kW) {
+  {
     Sums sums;
     sums.clear();
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!warp_sees(i0)) return;
-        const auto pair = row_seeing(st, i0);
-        Pieces a;
+        if (!pair_sees(i0)) return;
         {
-          float s[8][4];
-          qk(s, kw, ld_k, q_slot(st), ld, d, lane);
+          const auto pair = row_seeing(st, i0);
+          Pieces a;
+          float s[4][4];
+          qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
+          for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
               float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
@@ -690,73 +770,75 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(GradParams p) {
               }
               a.set(nt, rr, sum_factor[rr], pj, pn, pj);
             }
+          a.publish(pw);
         }
-        accumulate(sums, a, o_slot(st), ld, c0, dv, lane);
+        accumulate(sums, pw, o_slot(st), ld, c0, dv, lane);
       });
-    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { write_truth(p.out, 2, at, sums, nt, e, 1.0); });
+    write_key(dv, [&](long long at, int nt, int e) { write_truth(p.out, 2, at, sums, nt, e, 1.0); });
   }
 
   // ---- The reference's dK: scale sum_i ds_ij q_i ----
-  for (int c0 = 0; c0 < d; c0 += kW) {
+  {
     Sums sums;
     sums.clear();
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!warp_sees(i0)) return;
-        Pieces a;
+        if (!pair_sees(i0)) return;
         {
-          float s[8][4], dp[8][4], dpa[8][4];
-          qk(s, kw, ld_k, q_slot(st), ld, d, lane);
-          qk_abs(dp, dpa, vw, ld_v, o_slot(st), ld, dv, lane);
+          Pieces a;
+          float s[4][4], dp[4][4], dpa[4][4];
+          qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
+          qk_abs(dp, dpa, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
           ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
+          a.publish(pw);
         }
-        accumulate(sums, a, q_slot(st), ld, c0, d, lane);
+        accumulate(sums, pw, q_slot(st), ld, c0, d, lane);
       });
-    write_key(1, c0, d, [&](long long at, int nt, int e, int) { write_truth(p.out, 1, at, sums, nt, e, p.scale_d); });
+    write_key(d, [&](long long at, int nt, int e) { write_truth(p.out, 1, at, sums, nt, e, p.scale_d); });
   }
 
   if (!p.out.baseline[1]) return;
   // K' takes K's place: every warp is done with K (the sweeps end on a barrier; this one is for the reader's sake).
   __syncthreads();
-  load_rows(kr, ld_k, static_cast<const T*>(p.ks) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
+  load_rows<kPairThreads>(kr, ld_k, static_cast<const T*>(p.ks) + (krow0 * p.Hk + kh) * d, k_stride, 0, bk.count, d);
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
   const T* kpw = kw;
   // ---- The baseline's dK and dV: per query head in fp32, rounded (dK scaled and rounded again), summed over the
   // group and rounded ----
-  const int wide = d > dv ? d : dv;
-  for (int c0 = 0; c0 < wide; c0 += kW) {
-    float group_k[kW / 8][4], group_v[kW / 8][4];
-    clear(group_k);
-    clear(group_v);
-    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h) {
-      float head_k[kW / 8][4], head_v[kW / 8][4];
-      clear(head_k);
-      clear(head_v);
-      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!warp_sees(i0)) return;
-        AFrag ap, ad;
-        {
-          float s[8][4], dp[8][4];
-          qk(s, kpw, ld_k, q_slot(st), ld, d, lane);
-          qk(dp, vw, ld_v, o_slot(st), ld, dv, lane);
-          base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
-        }
-        accumulate_exact(head_v, ap, o_slot(st), ld, c0, dv, lane);
-        accumulate_exact(head_k, ad, q_slot(st), ld, c0, d, lane);
-      });
+  float group_k[kW / 8][4], group_v[kW / 8][4];
+  clear(group_k);
+  clear(group_v);
+  for (int h = kh * p.group; h < (kh + 1) * p.group; ++h) {
+    float head_k[kW / 8][4], head_v[kW / 8][4];
+    clear(head_k);
+    clear(head_v);
+    sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+      if (!pair_sees(i0)) return;
+      {
+        HalfFrag ap, ad;
+        float s[4][4], dp[4][4];
+        qk(s, kpw, ld_k, half_of(q_slot(st)), ld, d, lane);
+        qk(dp, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
+        base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
+        pw.publish(0, ap);
+        pw.publish(1, ad);
+        pw.sync();
+      }
+      accumulate_exact(head_v, pw, 0, o_slot(st), ld, c0, dv, lane);
+      accumulate_exact(head_k, pw, 1, q_slot(st), ld, c0, d, lane);
+    });
 #pragma unroll
-      for (int nt = 0; nt < kW / 8; ++nt)
+    for (int nt = 0; nt < kW / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          group_k[nt][e] += rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
-          group_v[nt][e] += rd_t<T>(head_v[nt][e]);
-        }
-    }
-    write_key(1, c0, d, [&](long long at, int nt, int e, int) { p.out.baseline[1][at] = rd_t<T>(group_k[nt][e]); });
-    write_key(2, c0, dv, [&](long long at, int nt, int e, int) { p.out.baseline[2][at] = rd_t<T>(group_v[nt][e]); });
+      for (int e = 0; e < 4; ++e) {
+        group_k[nt][e] += rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
+        group_v[nt][e] += rd_t<T>(head_v[nt][e]);
+      }
   }
+  write_key(d, [&](long long at, int nt, int e) { p.out.baseline[1][at] = rd_t<T>(group_k[nt][e]); });
+  write_key(dv, [&](long long at, int nt, int e) { p.out.baseline[2][at] = rd_t<T>(group_v[nt][e]); });
 }
 
 // ---- Launch 2: the copies in the dtype ------------------------------------------------------------------------
@@ -784,7 +866,7 @@ void launch(Kernel kernel, int bytes, int most, unsigned gx, unsigned gy, const 
   if (bytes > most)
     throw std::runtime_error(std::string(what) + ": the case needs " + std::to_string(bytes) +
                              " bytes of shared memory, the device allows " + std::to_string(most));
-  kernel<<<dim3(gx, gy), kThreads, bytes, harness_stream()>>>(p);
+  kernel<<<dim3(gx, gy), kPairThreads, bytes, harness_stream()>>>(p);
   check_last(what);
 }
 int smem_cap(const void* kernel, int wanted) {

@@ -122,12 +122,12 @@ __device__ inline void quad_merge(float& m, float& z) {
 // ---- Tiles -----------------------------------------------------------------------------------------
 // Rows j0 .. j0 + 63 of a 16-bit matrix (row stride `stride`), `cols` wide, into shared memory (leading
 // dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
-// into an MMA.
-template <class T>
+// into an MMA. kBlockThreads: the block's threads, all of which take part.
+template <int kBlockThreads = kThreads, class T>
 __device__ inline void load_rows(T* dst, int ld, const T* src, long long stride, int j0, int end, int cols) {
   // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
   const int chunks = cols / 8;
-  for (int r = threadIdx.x / 8; r < kN; r += kThreads / 8) {
+  for (int r = threadIdx.x / 8; r < kN; r += kBlockThreads / 8) {
     const bool valid = j0 + r < end;
     const T* row = valid ? src + (j0 + r) * stride : src;
     for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
@@ -135,22 +135,24 @@ __device__ inline void load_rows(T* dst, int ld, const T* src, long long stride,
 }
 
 // A warp's 16 x 64 logit tile is float s[8][4]: s[nt] covers keys nt*8 .. nt*8 + 7 of the tile, and in the
-// m16n8 accumulator layout a lane holds rows g, g + 8 and keys 2t, 2t + 1 (g = lane / 4, t = lane % 4).
-__device__ inline void zero(float (&s)[8][4]) {
+// m16n8 accumulator layout a lane holds rows g, g + 8 and keys 2t, 2t + 1 (g = lane / 4, t = lane % 4). A warp that
+// takes half a tile (gradients_tc.cu's warp pairs) holds s[4][4], 32 keys.
+template <int NT>
+__device__ inline void zero(float (&s)[NT][4]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < NT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
 }
-// s = Q.K^T of this warp's rows (qw) against a key tile kt.
-template <class T>
-__device__ inline void qk(float (&s)[8][4], const T* qw, int ld_q, const T* kt, int ld, int d, int lane) {
+// s = Q.K^T of this warp's rows (qw) against the first 8 NT keys of a key tile kt.
+template <int NT, class T>
+__device__ inline void qk(float (&s)[NT][4], const T* qw, int ld_q, const T* kt, int ld, int d, int lane) {
   zero(s);
   for (int k0 = 0; k0 < d; k0 += 16) {
     unsigned a[4];
     ldsm_x4(a, qw + (lane % 16) * ld_q + k0 + (lane / 16) * 8);
 #pragma unroll
-    for (int pr = 0; pr < 4; ++pr) {
+    for (int pr = 0; pr < NT / 2; ++pr) {
       unsigned b[4];
       ldsm_x4(b, kt + (pr * 16 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
       mma_t<T>(s[2 * pr], a, b[0], b[1]);
