@@ -210,55 +210,18 @@ __device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
 // The A operands of a warp's half tile, 16 x 32, held in the accumulator layout (s[nt][e]: rows g + 8 (e / 2),
 // columns nt * 8 + 2t + e % 2) as two k-steps of a product with a 64-row B: element pair (nt, rr) goes to a[nt / 2]
 // register (nt % 2) * 2 + rr.
-using HalfFrag = unsigned[2][4];
 __device__ inline void put(HalfFrag& a, int nt, int rr, unsigned pair) { a[nt / 2][(nt % 2) * 2 + rr] = pair; }
 
-// ---- Warp pairs -------------------------------------------------------------------------------------------------
-// dQ and dK/dV run eight warps a block, in pairs: warp w takes the 16 rows of group w % 4 (dQ: query rows; dK/dV: keys)
-// and half w / 4 of each tile's 64 terms (keys; query rows). It computes the logits, dP and the coefficients of its 32
-// terms only, publishes them in shared memory and, after the pair's barrier, reads the tile's 64 as the A operands of
-// the products with the tile, of which it accumulates output columns half * kW .. + kW - 1. So the element-wise work,
+// dQ and dK/dV run in warp pairs (tc_mma.cuh): warp w takes the 16 rows of group w % 4 (dQ: query rows; dK/dV: keys)
+// and half w / 4 of each tile's 64 terms (keys; query rows), computes the logits, dP and the coefficients of its 32
+// and accumulates output columns half * kW .. + kW - 1 of the products with the whole tile. So the element-wise work,
 // the costliest of a tile, is done once per tile instead of once per kW output columns, and each warp's accumulators
 // are those of kW columns, as with four warps.
-constexpr int kPairWarps = 2 * kWarps;
-constexpr int kPairThreads = 32 * kPairWarps;
-constexpr int kHalf = kN / 2;  // a warp's terms of a tile
-static_assert(kMaxGradDim <= 2 * kW, "the two halves of a pair cover every output column");
 enum Slot { kHi, kMid, kLo, kNoise, kMag2, kSlots };  // the operands a warp publishes per tile, at most
-constexpr int kSwapBytes = kPairWarps * kSlots * 2 * 32 * static_cast<int>(sizeof(uint4));
-struct PairWarp {
-  uint4* swap;  // kSwapBytes of shared memory
-  int warp, group, half, lane;
-  __device__ explicit PairWarp(void* smem)
-      : swap(static_cast<uint4*>(smem)), warp(threadIdx.x / 32), group(warp % kWarps), half(warp / kWarps),
-        lane(threadIdx.x % 32) {}
-  // A lane's 16 bytes of k-step ks of warp w's half of an operand: each lane's own, no bank conflicts.
-  __device__ uint4& at(int w, int slot, int ks) const { return swap[((w * kSlots + slot) * 2 + ks) * 32 + lane]; }
-  __device__ void publish(int slot, const HalfFrag& f) const {
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) at(warp, slot, ks) = make_uint4(f[ks][0], f[ks][1], f[ks][2], f[ks][3]);
-  }
-  // The pair's barrier (ids 1 .. 4; __syncthreads has 0): both halves are published. The sweep's block barrier after
-  // each tile keeps the next tile's publishing from overwriting what the partner still reads.
-  __device__ void sync() const { asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "r"(64) : "memory"); }
-  // K-step kk (terms 16 kk ..) of the tile's operand: from the half that computed it.
-  __device__ void fetch(int slot, int kk, unsigned (&a)[4]) const {
-    const uint4 x = at(group + kWarps * (kk / 2), slot, kk % 2);
-    a[0] = x.x;
-    a[1] = x.y;
-    a[2] = x.z;
-    a[3] = x.w;
-  }
-  // x, y summed over the pair, the first half's first: both warps end with the same bits. Called between sweeps.
-  __device__ void add(float& x, float& y) const {
-    at(warp, 0, 0) = make_uint4(__float_as_uint(x), __float_as_uint(y), 0u, 0u);
-    sync();
-    const uint4 a = at(group, 0, 0), b = at(group + kWarps, 0, 0);
-    x = __uint_as_float(a.x) + __uint_as_float(b.x);
-    y = __uint_as_float(a.y) + __uint_as_float(b.y);
-    sync();  // both have read before either publishes again
-  }
-};
+using GradPair = PairWarp<kSlots>;  // tc_mma.cuh
+constexpr int kSwapBytes = GradPair::kSwapBytes;
+static_assert(kMaxGradDim <= 2 * kW, "the two halves of a pair cover every output column");
+
 // A pair of T values squared, each rounded to bf16: the B operand of a sum of squares.
 template <class T>
 __device__ inline unsigned sq2(unsigned x) {
@@ -319,7 +282,7 @@ struct Pieces {
     put(mag2, nt, rr, pack(q[0], q[1]));
   }
   // To the pair, whose barrier follows.
-  __device__ void publish(const PairWarp& pw) const {
+  __device__ void publish(const GradPair& pw) const {
     pw.publish(kHi, hi);
     pw.publish(kMid, mid);
     pw.publish(kLo, lo);
@@ -387,7 +350,7 @@ __device__ inline void clear(float (&acc)[kW / 8][4]) {
 // and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation). Each column block's value
 // takes the tile's 3 (or 6) products per k-step in a fresh accumulator, k-steps in order, then joins the running sum.
 template <class T>
-__device__ inline void accumulate(Sums& sums, const PairWarp& pw, const T* bt, int ld, int c0, int cols, int lane) {
+__device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, int ld, int c0, int cols, int lane) {
   float tile[kW / 8][4];
   clear(tile);
 #pragma unroll
@@ -436,7 +399,7 @@ __device__ inline void accumulate(Sums& sums, const PairWarp& pw, const T* bt, i
 // One product of coefficients exact in T (the baseline's, the pair's operand `slot`) with columns c0 .. of bt, a fresh
 // accumulator per tile.
 template <class T>
-__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const PairWarp& pw, int slot, const T* bt, int ld,
+__device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const GradPair& pw, int slot, const T* bt, int ld,
                                         int c0, int cols, int lane) {
   float tile[kW / 8][4];
   clear(tile);
@@ -521,7 +484,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
   T* os = qs + kM * ld_q;
   T* slots = os + kM * ld_o;
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
-  const PairWarp pw(slots + 4 * kN * ld);
+  const GradPair pw(slots + 4 * kN * ld);
   const int group = pw.group, half = pw.half, lane = pw.lane, g = lane / 4, t4 = lane % 4;
 
   // The keys the block's rows see, and this pair's rows.
@@ -628,7 +591,12 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
         db[e >> 1] += base_weight<T, kSoftcap>(p, *r, s[nt][e], t) * rd_t<T>(dp[nt][e]);
       }
   });
-  pw.add(db[0], db[1]);
+  {  // the pair's halves of the row's keys, the first half's first: both warps end with the same bits
+    uint4 a, b;
+    pw.exchange(make_uint4(__float_as_uint(db[0]), __float_as_uint(db[1]), 0u, 0u), a, b);
+    db[0] = __uint_as_float(a.x) + __uint_as_float(b.x);
+    db[1] = __uint_as_float(a.y) + __uint_as_float(b.y);
+  }
   for (int rr = 0; rr < 2; ++rr) {  // the quad's four lanes hold a row's keys 4c + t: every lane ends with the sum
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 1);
     db[rr] += __shfl_xor_sync(0xffffffffu, db[rr], 2);
@@ -677,7 +645,7 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   T* vr = kr + kN * ld_k;
   T* slots = vr + kN * ld_v;
   RowStat* stats = reinterpret_cast<RowStat*>(slots + 4 * kM * ld);
-  const PairWarp pw(stats + 2 * kM);
+  const GradPair pw(stats + 2 * kM);
   auto q_slot = [&](int stage) { return slots + (stage * 2) * kM * ld; };
   auto o_slot = [&](int stage) { return slots + (stage * 2 + 1) * kM * ld; };
   const int group = pw.group, half = pw.half, lane = pw.lane, g = lane / 4, t4 = lane % 4;

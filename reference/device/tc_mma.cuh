@@ -168,6 +168,55 @@ __device__ inline void load_v(unsigned (&v)[4], const void* vt_, int ld, int kk,
   ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
 }
 
+// ---- Warp pairs ----------------------------------------------------------------------------------------
+// A block of eight warps in pairs: warp w takes the 16 rows of group w % 4 and half w / 4 of each tile's 64 terms (the
+// keys of a tile, or its query rows). It computes the element-wise part (logits, weights, coefficients) of its 32
+// terms only, publishes them as the A operands of its two k-steps in shared memory and, after the pair's barrier,
+// reads the tile's four k-steps for its products with the whole tile, of which it accumulates one half of the output
+// columns. Where a pass over 128 output columns took two sweeps of four warps, each redoing the element-wise work,
+// it takes one: the element-wise work is done once per tile.
+constexpr int kPairWarps = 2 * kWarps;
+constexpr int kPairThreads = 32 * kPairWarps;
+constexpr int kHalf = kN / 2;     // a warp's terms of a tile
+using HalfFrag = unsigned[2][4];  // the A operands of its two k-steps (16 terms each)
+// kSlots: the operands a warp publishes per tile, at most.
+template <int kSlots>
+struct PairWarp {
+  static constexpr int kSwapBytes = kPairWarps * kSlots * 2 * 32 * static_cast<int>(sizeof(uint4));
+  uint4* swap;  // kSwapBytes of shared memory, 16-byte aligned
+  int warp, group, half, lane;
+  __device__ explicit PairWarp(void* smem)
+      : swap(static_cast<uint4*>(smem)), warp(threadIdx.x / 32), group(warp % kWarps), half(warp / kWarps),
+        lane(threadIdx.x % 32) {}
+  // A lane's 16 bytes of k-step ks of warp w's half of an operand: each lane's own, no bank conflicts.
+  __device__ uint4& at(int w, int slot, int ks) const { return swap[((w * kSlots + slot) * 2 + ks) * 32 + lane]; }
+  __device__ void publish(int slot, const HalfFrag& f) const {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) at(warp, slot, ks) = make_uint4(f[ks][0], f[ks][1], f[ks][2], f[ks][3]);
+  }
+  // The pair's barrier (ids 1 .. 4; __syncthreads has 0). Both warps of a pair must reach it: they take the same
+  // branches. The sweep's block barrier after each tile keeps the next tile's publishing from overwriting what the
+  // partner still reads.
+  __device__ void sync() const { asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "r"(64) : "memory"); }
+  // K-step kk (terms 16 kk ..) of the tile's operand: from the half that computed it.
+  __device__ void fetch(int slot, int kk, unsigned (&a)[4]) const {
+    const uint4 x = at(group + kWarps * (kk / 2), slot, kk % 2);
+    a[0] = x.x;
+    a[1] = x.y;
+    a[2] = x.z;
+    a[3] = x.w;
+  }
+  // Outside the sweeps: this lane's 16 bytes and its partner lane's, the first half's in `first`. Both warps of the
+  // pair get the same two values, so what they compute from them in the same order has the same bits.
+  __device__ void exchange(uint4 mine, uint4& first, uint4& second) const {
+    at(warp, 0, 0) = mine;
+    sync();
+    first = at(group, 0, 0);
+    second = at(group + kWarps, 0, 0);
+    sync();  // both have read before either writes again
+  }
+};
+
 // The pipeline of one pass over the key tiles [jlo, jhi): load(stage, j0) issues a tile's copies and
 // body(stage, j0) consumes it while the next tile is in flight.
 template <class Load, class Body>
