@@ -9,7 +9,8 @@
 //      D = sum_j P_j dP_j and its dQ;
 //   5. per 64 keys and KV head: dV = sum_i P_ij dO_i and dK = scale sum_i ds_ij q_i over the rows and query heads that
 //      see them, then the baseline's dK and dV with its rounding per head and per group.
-// Every sum runs in one block, without atomics: each run gives the same bits.
+// Launches 4 and 5 run eight warps a block in pairs (below, "Warp pairs"). Every sum runs in one block, without
+// atomics: each run gives the same bits.
 //
 // Why this is as accurate as an fp32 computation of the same formula (docs/TOLERANCE.md, "The tensor-core gradient
 // reference"), with u = 2^-24:
@@ -212,6 +213,7 @@ __device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
 // register (nt % 2) * 2 + rr.
 __device__ inline void put(HalfFrag& a, int nt, int rr, unsigned pair) { a[nt / 2][(nt % 2) * 2 + rr] = pair; }
 
+// ---- Warp pairs ------------------------------------------------------------------------------------------------
 // dQ and dK/dV run in warp pairs (tc_mma.cuh): warp w takes the 16 rows of group w % 4 (dQ: query rows; dK/dV: keys)
 // and half w / 4 of each tile's 64 terms (keys; query rows), computes the logits, dP and the coefficients of its 32
 // and accumulates output columns half * kW .. + kW - 1 of the products with the whole tile. So the element-wise work,
