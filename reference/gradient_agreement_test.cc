@@ -107,6 +107,26 @@ TEST(GradientAgreement, Fp32LosesOnlyWhatNoVerdictCanSee) {
             std::string::npos);
 }
 
+// What a device run found on the fp64 path (seed 42, fp16, softcap, one-hot dO): dK's terms at 6.06e-22 on the host
+// and 6.73e-23 on the device, both the rounding residue of D = dO . O at a channel where O cancels to 1e-16 relative.
+// The terms may differ by the rounding the element's value may (2^-36 of its sensitivity at fp64); a term of ordinary
+// size moved by 2^-20 of itself still names the element.
+TEST(GradientAgreement, TermsOfARoundingResidueMayDifferByTheValuesRounding) {
+  const Computed x;
+  GradientResult host = x.truth, device = x.truth;
+  const std::size_t at = largest(x.truth.dk_noise);
+  ASSERT_GT(std::ldexp(x.truth.dk_noise[at], -36), 1e-20) << "the case's sensitivity is of ordinary size";
+  host.dk_terms[at] = 6.0551001144603288e-22;
+  device.dk_terms[at] = 6.7278890160670325e-23;
+  EXPECT_EQ(gradient_disagreement(x.c, host, x.base, device, x.base), "");
+  device.dk_terms[at] = 6.0551001144603288e-22 + 2 * std::ldexp(x.truth.dk_noise[at], -36);
+  EXPECT_NE(gradient_disagreement(x.c, host, x.base, device, x.base).find("dk terms"), std::string::npos);
+  device = x.truth;
+  const std::size_t big = largest(x.truth.dq_terms);
+  device.dq_terms[big] *= 1 + std::ldexp(1.0, -20);
+  EXPECT_NE(gradient_disagreement(x.c, x.truth, x.base, device, x.base).find("dq terms"), std::string::npos);
+}
+
 TEST(GradientAgreement, NanAgainstNumberFailsAndNanAgainstNanPasses) {
   const Computed x;
   GradientResult moved = x.truth;
