@@ -339,25 +339,8 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             for (int kk = 0; kk < 4; ++kk) {
               unsigned v[4];
               load_v(v, vt, ld, kk, cp, lane);
-              // P's pieces are bf16 (fp16's range loses tiny weights, tc_unsupported_reason): an fp16 V goes in as
-              // two bf16 pieces, exactly, and each of P's pieces meets both.
-              unsigned vl[4] = {0u, 0u, 0u, 0u};
-              if constexpr (std::is_same_v<T, f16>)
-                for (int i = 0; i < 4; ++i) split_f16x2(v[i], v[i], vl[i]);
-              mma(t0, ph[kk], v[0], v[1]);
-              mma(t0, pm[kk], v[0], v[1]);
-              mma(t0, pl[kk], v[0], v[1]);
-              mma(t1, ph[kk], v[2], v[3]);
-              mma(t1, pm[kk], v[2], v[3]);
-              mma(t1, pl[kk], v[2], v[3]);
-              if constexpr (std::is_same_v<T, f16>) {
-                mma(t0, ph[kk], vl[0], vl[1]);
-                mma(t0, pm[kk], vl[0], vl[1]);
-                mma(t0, pl[kk], vl[0], vl[1]);
-                mma(t1, ph[kk], vl[2], vl[3]);
-                mma(t1, pm[kk], vl[2], vl[3]);
-                mma(t1, pl[kk], vl[2], vl[3]);
-              }
+              // P's pieces are bf16 (fp16's range loses tiny weights, tc_unsupported_reason); v is its hi piece after.
+              mma_pieces<T>(t0, t1, ph[kk], pm[kk], pl[kk], v);
               mma(a_acc[2 * cp], ph[kk], v[0] & kAbsMask, v[1] & kAbsMask);
               mma(a_acc[2 * cp + 1], ph[kk], v[2] & kAbsMask, v[3] & kAbsMask);
             }

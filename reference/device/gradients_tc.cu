@@ -368,25 +368,10 @@ __device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, i
       if (c0 + cp * 16 >= cols) continue;
       float (&t0)[4] = tile[2 * cp];
       float (&t1)[4] = tile[2 * cp + 1];
-      unsigned b[4], bl[4] = {0u, 0u, 0u, 0u};
+      unsigned b[4];
       load_v(b, bt + c0, ld, kk, cp, lane);
       const unsigned q0 = sq2<T>(b[0]), q1 = sq2<T>(b[1]), q2 = sq2<T>(b[2]), q3 = sq2<T>(b[3]);
-      if constexpr (std::is_same_v<T, f16>)
-        for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
-      mma(t0, hi, b[0], b[1]);
-      mma(t0, mid, b[0], b[1]);
-      mma(t0, lo, b[0], b[1]);
-      mma(t1, hi, b[2], b[3]);
-      mma(t1, mid, b[2], b[3]);
-      mma(t1, lo, b[2], b[3]);
-      if constexpr (std::is_same_v<T, f16>) {
-        mma(t0, hi, bl[0], bl[1]);
-        mma(t0, mid, bl[0], bl[1]);
-        mma(t0, lo, bl[0], bl[1]);
-        mma(t1, hi, bl[2], bl[3]);
-        mma(t1, mid, bl[2], bl[3]);
-        mma(t1, lo, bl[2], bl[3]);
-      }
+      mma_pieces<T>(t0, t1, hi, mid, lo, b);  // b is its hi piece after
       mma(sums.noise[2 * cp], noise, b[0] & kAbsMask, b[1] & kAbsMask);
       mma(sums.noise[2 * cp + 1], noise, b[2] & kAbsMask, b[3] & kAbsMask);
       mma(sums.squares[2 * cp], mag2, q0, q1);

@@ -168,6 +168,32 @@ __device__ inline void load_v(unsigned (&v)[4], const void* vt_, int ld, int kk,
   ldsm_x4_trans(v, vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ld + cp * 16 + (lane / 16) * 8);
 }
 
+// A value in three bf16 pieces (hi, mid, lo: the A operands of one k-step) times a B operand b of type T, for two
+// n-tiles: t0 takes b[0], b[1] and t1 takes b[2], b[3], each piece in turn. The pieces are bf16; an fp16 B goes in as
+// two exact bf16 pieces (split_f16x2), each meeting every piece, and b is left holding its hi piece, which alone
+// serves a sensitivity (2^-9 relative).
+template <class T>
+__device__ inline void mma_pieces(float (&t0)[4], float (&t1)[4], const unsigned (&hi)[4], const unsigned (&mid)[4],
+                                  const unsigned (&lo)[4], unsigned (&b)[4]) {
+  unsigned bl[4] = {0u, 0u, 0u, 0u};
+  if constexpr (std::is_same_v<T, f16>)
+    for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
+  mma(t0, hi, b[0], b[1]);
+  mma(t0, mid, b[0], b[1]);
+  mma(t0, lo, b[0], b[1]);
+  mma(t1, hi, b[2], b[3]);
+  mma(t1, mid, b[2], b[3]);
+  mma(t1, lo, b[2], b[3]);
+  if constexpr (std::is_same_v<T, f16>) {
+    mma(t0, hi, bl[0], bl[1]);
+    mma(t0, mid, bl[0], bl[1]);
+    mma(t0, lo, bl[0], bl[1]);
+    mma(t1, hi, bl[2], bl[3]);
+    mma(t1, mid, bl[2], bl[3]);
+    mma(t1, lo, bl[2], bl[3]);
+  }
+}
+
 // ---- Warp pairs ----------------------------------------------------------------------------------------
 // A block of eight warps in pairs: warp w takes the 16 rows of group w % 4 and half w / 4 of each tile's 64 terms (the
 // keys of a tile, or its query rows). It computes the element-wise part (logits, weights, coefficients) of its 32
