@@ -545,7 +545,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
     Sums sums;
     sums.clear();
     sweep(jlo, jhi, load_truth, [&](int st, int j0) {
-      if (!pair_sees(j0)) return;
+      if (!pair_sees(j0)) return pw.skip();
       {
         Pieces a;
         float s[4][4], dp[4][4], dpa[4][4];
@@ -594,7 +594,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
     float acc[kW / 8][4];
     clear(acc);
     sweep(jlo, jhi, load_base, [&](int st, int j0) {
-      if (!pair_sees(j0)) return;
+      if (!pair_sees(j0)) return pw.skip();
       {
         HalfFrag a;
         float s[4][4], dp[4][4];
@@ -704,7 +704,7 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
     sums.clear();
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!pair_sees(i0)) return;
+        if (!pair_sees(i0)) return pw.skip();
         {
           const auto pair = row_seeing(st, i0);
           Pieces a;
@@ -738,7 +738,7 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
     sums.clear();
     for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
       sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!pair_sees(i0)) return;
+        if (!pair_sees(i0)) return pw.skip();
         {
           Pieces a;
           float s[4][4], dp[4][4], dpa[4][4];
@@ -770,7 +770,7 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
     clear(head_k);
     clear(head_v);
     sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-      if (!pair_sees(i0)) return;
+      if (!pair_sees(i0)) return pw.skip();
       {
         HalfFrag ap, ad;
         float s[4][4], dp[4][4];
