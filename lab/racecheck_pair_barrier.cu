@@ -1,13 +1,18 @@
 // Does compute-sanitizer's racecheck follow a named barrier of part of a block (bar.sync id, 64) placed between two
-// __syncthreads? The tensor-core references (reference/device/tc_mma.cuh, PairWarp) run each tile of a cp.async
-// double-buffered sweep as: block barrier, the element-wise work, the pair's named barrier, the reads of the tile,
-// block barrier. racecheck reported hazards between the next tile's cp.async writes and this tile's ldmatrix reads of
-// the other stage. This kernel has that skeleton and nothing else: every read of a stage is separated from the next
-// write of that stage by a __syncthreads, with or without the named barrier (argv[1]: 0 without, 1 with, 2 on alternate tiles). If racecheck
-// reports hazards with it and none without, they come from the tool's model of named barriers, not from the kernels.
+// __syncthreads? The tensor-core gradient reference (reference/device/tc_mma.cuh, PairWarp) runs each tile of a
+// cp.async double-buffered sweep as: block barrier, the element-wise work, the pair's named barrier, the reads of the
+// tile, block barrier; a pair that sees no key of a tile skipped it. racecheck reported hazards between the next
+// tile's cp.async writes and a tile's ldmatrix reads. This kernel has that skeleton and nothing else: every read of a
+// stage is separated from the next write of that stage by a __syncthreads. argv[1]: 0, no named barrier; 1, every pair
+// at its barrier on every tile; 2, a pair at its barrier on alternate tiles only. Hazards with 2 alone come from the
+// tool's model of named barriers, not from the kernel.
 //
 //   nvcc -O2 -arch=sm_90 -o racecheck_pair_barrier lab/racecheck_pair_barrier.cu
-//   compute-sanitizer --tool racecheck ./racecheck_pair_barrier 0; compute-sanitizer --tool racecheck ./racecheck_pair_barrier 1
+//   for v in 0 1 2; do compute-sanitizer --tool racecheck ./racecheck_pair_barrier $v; done
+//
+// On an H100 (compute-sanitizer 2025.3.1, driver 580.159.04, nvcc 13.0), 2026-12-07: 0 and 1 report no hazard; 2
+// reports one error, the ldmatrix after the named barrier against the next tile's cp.async writes (2,752 hazards),
+// the same pair of instructions it reported in the gradient reference's dQ and dK/dV kernels.
 #include <cuda_runtime.h>
 
 #include <cstdio>
