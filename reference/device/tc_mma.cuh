@@ -175,22 +175,21 @@ __device__ inline void load_v(unsigned (&v)[4], const void* vt_, int ld, int kk,
 template <class T>
 __device__ inline void mma_pieces(float (&t0)[4], float (&t1)[4], const unsigned (&hi)[4], const unsigned (&mid)[4],
                                   const unsigned (&lo)[4], unsigned (&b)[4]) {
-  unsigned bl[4] = {0u, 0u, 0u, 0u};
-  if constexpr (std::is_same_v<T, f16>)
-    for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
-  mma(t0, hi, b[0], b[1]);
-  mma(t0, mid, b[0], b[1]);
-  mma(t0, lo, b[0], b[1]);
-  mma(t1, hi, b[2], b[3]);
-  mma(t1, mid, b[2], b[3]);
-  mma(t1, lo, b[2], b[3]);
+  auto three = [&](const unsigned (&x)[4]) {  // every piece with x, t0's then t1's
+    mma(t0, hi, x[0], x[1]);
+    mma(t0, mid, x[0], x[1]);
+    mma(t0, lo, x[0], x[1]);
+    mma(t1, hi, x[2], x[3]);
+    mma(t1, mid, x[2], x[3]);
+    mma(t1, lo, x[2], x[3]);
+  };
   if constexpr (std::is_same_v<T, f16>) {
-    mma(t0, hi, bl[0], bl[1]);
-    mma(t0, mid, bl[0], bl[1]);
-    mma(t0, lo, bl[0], bl[1]);
-    mma(t1, hi, bl[2], bl[3]);
-    mma(t1, mid, bl[2], bl[3]);
-    mma(t1, lo, bl[2], bl[3]);
+    unsigned bl[4];
+    for (int i = 0; i < 4; ++i) split_f16x2(b[i], b[i], bl[i]);
+    three(b);
+    three(bl);
+  } else {
+    three(b);
   }
 }
 
