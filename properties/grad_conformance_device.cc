@@ -74,18 +74,14 @@ void check_grad_conformance_device(Kernel& k, const KernelCase& c, Verdict& v) {
         {"dq", g.q_rows, c.heads, c.head_dim, queries, got[0]->out(), ref.truth[0], ref.baseline[0], ref.noise[0], ref.terms[0]},
         {"dk", g.kv_rows, c.kv_heads, c.head_dim, keys, got[1]->out(), ref.truth[1], ref.baseline[1], ref.noise[1], ref.terms[1]},
         {"dv", g.kv_rows, c.kv_heads, c.v_head_dim, keys, got[2]->out(), ref.truth[2], ref.baseline[2], ref.noise[2], ref.terms[2]}};
-    const std::int64_t query_cells = std::max<std::int64_t>(device::device_mean_cells(t[0]), 1);
-    const double k_max = tolerance::k_max(c.softcap > 0);
-    cmp = {device::device_compare_gradient(c.dtype, c.softcap > 0, t[0], k_max, query_cells),
-           device::device_compare_gradient(c.dtype, c.softcap > 0, t[1], k_max, query_cells),
-           device::device_compare_gradient(c.dtype, c.softcap > 0, t[2], k_max, query_cells)};
+    cmp = device::device_compare_gradients(c.dtype, c.softcap > 0, t[0], t[1], t[2], tolerance::k_max(c.softcap > 0));
   }
   v.cmp = cmp.decisive();
   v.reason = failure_reason(cmp);
   std::int64_t damage = 0;
   {
     const Stage s("canaries");
-    damage = dq->canary_damage() + dk->canary_damage() + dv->canary_damage();
+    damage = device::canary_damage({&*dq, &*dk, &*dv});
   }
   if (damage > 0 && v.reason.empty())
     v.reason = fmt::format("{} canary element{} around dQ/dK/dV overwritten", damage, damage > 1 ? "s" : "");

@@ -73,11 +73,17 @@ void DeviceOutput::poison() {
   lse_written = false;
 }
 
-std::int64_t DeviceOutput::canary_damage() const {
-  auto* n = slot_of<unsigned long long>("output.canaries", 1);
-  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+void DeviceOutput::queue_canary_count(unsigned long long* n) const {
   canary_kernel<<<blocks(4 * margin_), 256, 0, harness_stream()>>>(reinterpret_cast<const std::uint32_t*>(out_), out_elems_ + 2 * margin_,
                                               reinterpret_cast<const std::uint32_t*>(lse_), lse_elems_ + 2 * margin_, margin_, n);
+}
+
+std::int64_t DeviceOutput::canary_damage() const { return device::canary_damage({this}); }
+
+std::int64_t canary_damage(std::initializer_list<const DeviceOutput*> outputs) {
+  auto* n = slot_of<unsigned long long>("output.canaries", 1);
+  check(cudaMemsetAsync(n, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+  for (const DeviceOutput* o : outputs) o->queue_canary_count(n);
   check_last("output buffer canaries");
   unsigned long long host = 0;
   copy_to_host(&host, n, sizeof host);

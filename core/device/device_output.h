@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/case_tensors.h"
@@ -28,9 +29,15 @@ class DeviceOutput {
   AttentionResult download() const;
 
  private:
+  friend std::int64_t canary_damage(std::initializer_list<const DeviceOutput*> outputs);
+  void queue_canary_count(unsigned long long* n) const;  // adds this buffer's damage to *n on the harness stream
+
   float* out_;
   float* lse_;
   std::int64_t out_elems_, lse_elems_, margin_;
 };
+
+// The canary damage of several buffers, counted together: one wait instead of one per buffer.
+std::int64_t canary_damage(std::initializer_list<const DeviceOutput*> outputs);
 
 }  // namespace flashcheck::device

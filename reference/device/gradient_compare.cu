@@ -254,11 +254,19 @@ unsigned blocks_for(long long work, long long per_block) {
   return static_cast<unsigned>(std::min((work + per_block - 1) / per_block, kMaxBlocks));
 }
 
-// Uploads the row map (one slot, no allocation once it is large enough).
-const RowInfo* upload(const std::vector<RowInfo>& map) {
-  RowInfo* rows = slot_of<RowInfo>("gradient_compare.rows", map.size());
-  copy_to_device(rows, map.data(), map.size() * sizeof(RowInfo));
-  return rows;
+// Uploads row maps into one slot, in one copy (no allocation once the slot is large enough); returns each map's start.
+std::vector<const RowInfo*> upload(const std::vector<const std::vector<RowInfo>*>& maps) {
+  std::vector<RowInfo> all;
+  std::vector<std::size_t> at;
+  for (const auto* m : maps) {
+    at.push_back(all.size());
+    all.insert(all.end(), m->begin(), m->end());
+  }
+  RowInfo* rows = slot_of<RowInfo>("gradient_compare.rows", all.size());
+  copy_to_device(rows, all.data(), all.size() * sizeof(RowInfo));
+  std::vector<const RowInfo*> starts;
+  for (std::size_t x : at) starts.push_back(rows + x);
+  return starts;
 }
 
 void launch_cells(const DeviceGradientTensor& t, const RowInfo* rows, const Extent& e, unsigned long long* count) {
@@ -267,65 +275,71 @@ void launch_cells(const DeviceGradientTensor& t, const RowInfo* rows, const Exte
       t.truth, t.terms, rows, first_cell, last_cell, t.heads, t.dim, count);
 }
 
-}  // namespace
+// One tensor's comparison, in two halves around the copy of its Acc: what the host knows before, and the epilogue.
+struct Pending {
+  const DeviceGradientTensor* t = nullptr;
+  std::vector<RowInfo> map;
+  Extent e;
+  double extra = 0;
+  bool launched = false;  // whether the tensor has defined elements (else nothing goes to the device)
+};
 
-std::int64_t device_mean_cells(const DeviceGradientTensor& t) {
-  const std::vector<RowInfo> map = row_map(t);
-  const Extent e = extent_of(t);
-  if (e.last == e.first) return 0;
-  if (!t.truth) throw std::invalid_argument("device_mean_cells: " + t.name + " has no truth");
-  const RowInfo* rows = upload(map);
-  auto* count = slot_of<unsigned long long>("gradient_compare.cells", 1);
-  check(cudaMemsetAsync(count, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
-  launch_cells(t, rows, e, count);
-  check_last("device mean cells");
-  unsigned long long n = 0;
-  copy_to_host(&n, count, sizeof n);
-  return static_cast<std::int64_t>(n);
+Pending prepare(bool softcap, const DeviceGradientTensor& t) {
+  Pending q;
+  q.t = &t;
+  q.map = row_map(t);
+  q.e = extent_of(t);
+  q.extra = tolerance::grad_extra_floor(softcap);
+  q.launched = q.e.last > q.e.first;
+  if (q.launched && (!t.got || !t.truth || !t.baseline))
+    throw std::invalid_argument("device_compare_gradient: " + t.name + " lacks got, truth or baseline");
+  return q;
 }
 
-Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientTensor& t, double k_max,
-                                   std::int64_t mean_cells) {
-  const std::vector<RowInfo> map = row_map(t);
-  const Extent e = extent_of(t);
+// Queues the passes of one tensor on the harness stream into *acc (zeroed first), the content cells included.
+void launch(DType dt, const Pending& q, const RowInfo* rows, double k_max, Acc* acc) {
+  const DeviceGradientTensor& t = *q.t;
   const detail::FloatFormat f = detail::format_of(dt);
-  const double extra = tolerance::grad_extra_floor(softcap);
-  Acc acc{};
-  acc.total = Partial::nothing();
-  acc.floor = 0.0 + extra;
-  acc.bound = k_max * 0.0 + acc.floor;  // exact either way: the product is 0 (or NaN)
-  if (e.last > e.first) {
-    if (!t.got || !t.truth || !t.baseline)
-      throw std::invalid_argument("device_compare_gradient: " + t.name + " lacks got, truth or baseline");
-    Args a{};
-    a.got = t.got;
-    a.truth = t.truth;
-    a.base = t.baseline;
-    a.noise = t.noise;
-    a.terms = t.terms;
-    a.rows = upload(map);
-    a.first = e.first;
-    a.last = e.last;
-    a.cell_dim = t.heads * t.dim;
-    a.dim = t.dim;
-    a.dt = dt;
-    a.mantissa_bits = f.mantissa_bits;
-    a.min_normal_exp = f.min_normal_exp;
-    a.unit_roundoff = std::ldexp(1.0, -(f.mantissa_bits + 1));
-    a.extra = extra;
-    a.k_max = k_max;
-    a.partials = slot_of<Partial>("gradient_compare.partials", static_cast<std::size_t>(kMaxBlocks));
-    a.acc = slot_of<Acc>("gradient_compare.acc", 1);
-    check(cudaMemsetAsync(a.acc, 0, sizeof(Acc), harness_stream()), "cudaMemsetAsync");
-    const unsigned blocks = blocks_for(e.last - e.first, kThreads);
-    stats_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
-    total_kernel<<<1, kThreads, 0, harness_stream()>>>(a, static_cast<int>(blocks));
-    mismatch_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
-    if (mean_cells > 0) launch_cells(t, a.rows, e, &a.acc->content_cells);
-    check_last("device compare gradient");
-    copy_to_host(&acc, a.acc, sizeof acc);
+  Args a{};
+  a.got = t.got;
+  a.truth = t.truth;
+  a.base = t.baseline;
+  a.noise = t.noise;
+  a.terms = t.terms;
+  a.rows = rows;
+  a.first = q.e.first;
+  a.last = q.e.last;
+  a.cell_dim = t.heads * t.dim;
+  a.dim = t.dim;
+  a.dt = dt;
+  a.mantissa_bits = f.mantissa_bits;
+  a.min_normal_exp = f.min_normal_exp;
+  a.unit_roundoff = std::ldexp(1.0, -(f.mantissa_bits + 1));
+  a.extra = q.extra;
+  a.k_max = k_max;
+  // The partials are read by total_kernel before a later tensor's stats_kernel writes them: one stream.
+  a.partials = slot_of<Partial>("gradient_compare.partials", static_cast<std::size_t>(kMaxBlocks));
+  a.acc = acc;
+  check(cudaMemsetAsync(a.acc, 0, sizeof(Acc), harness_stream()), "cudaMemsetAsync");
+  const unsigned blocks = blocks_for(q.e.last - q.e.first, kThreads);
+  stats_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
+  total_kernel<<<1, kThreads, 0, harness_stream()>>>(a, static_cast<int>(blocks));
+  mismatch_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
+  launch_cells(t, a.rows, q.e, &a.acc->content_cells);
+  check_last("device compare gradient");
+}
+
+// compare_gradient's epilogue, on the statistics of the device (`acc` as a tensor without defined elements leaves it).
+Comparison finish(const Pending& q, const Acc& acc_in, double k_max, std::int64_t mean_cells) {
+  const DeviceGradientTensor& t = *q.t;
+  Acc acc = acc_in;
+  if (!q.launched) {
+    acc = Acc{};
+    acc.total = Partial::nothing();
+    acc.floor = 0.0 + q.extra;
+    acc.bound = k_max * 0.0 + acc.floor;  // exact either way: the product is 0 (or NaN)
   }
-  // From here on compare_gradient's epilogue, on the statistics of the device.
+  const double extra = q.extra;
   const Partial& p = acc.total;
   Comparison cmp;
   cmp.tensor = t.name;
@@ -338,7 +352,7 @@ Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientT
   cmp.err_max = p.worst_err < 0 ? 0.0 : p.worst_err;
   if (p.worst_err >= 0) {
     const std::int64_t at = p.worst_at, cell_dim = t.heads * t.dim;
-    const RowInfo& row = map[static_cast<std::size_t>(at / cell_dim)];
+    const RowInfo& row = q.map[static_cast<std::size_t>(at / cell_dim)];
     cmp.worst = ElementLoc{row.span, (at % cell_dim) / t.dim, row.local, at % t.dim, acc.worst_values[0],
                            acc.worst_values[1], acc.worst_values[2]};
   }
@@ -352,6 +366,52 @@ Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientT
                                         extra
                                   : INFINITY;
   return cmp;
+}
+
+}  // namespace
+
+std::int64_t device_mean_cells(const DeviceGradientTensor& t) {
+  const std::vector<RowInfo> map = row_map(t);
+  const Extent e = extent_of(t);
+  if (e.last == e.first) return 0;
+  if (!t.truth) throw std::invalid_argument("device_mean_cells: " + t.name + " has no truth");
+  const RowInfo* rows = upload({&map})[0];
+  auto* count = slot_of<unsigned long long>("gradient_compare.cells", 1);
+  check(cudaMemsetAsync(count, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
+  launch_cells(t, rows, e, count);
+  check_last("device mean cells");
+  unsigned long long n = 0;
+  copy_to_host(&n, count, sizeof n);
+  return static_cast<std::int64_t>(n);
+}
+
+Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientTensor& t, double k_max,
+                                   std::int64_t mean_cells) {
+  const Pending q = prepare(softcap, t);
+  Acc acc{};
+  if (q.launched) {
+    Acc* dev = slot_of<Acc>("gradient_compare.acc", 1);
+    launch(dt, q, upload({&q.map})[0], k_max, dev);
+    copy_to_host(&acc, dev, sizeof acc);
+  }
+  return finish(q, acc, k_max, mean_cells);
+}
+
+GradientComparisons device_compare_gradients(DType dt, bool softcap, const DeviceGradientTensor& dq,
+                                             const DeviceGradientTensor& dk, const DeviceGradientTensor& dv, double k_max) {
+  const Pending q[3] = {prepare(softcap, dq), prepare(softcap, dk), prepare(softcap, dv)};
+  Acc acc[3]{};
+  if (q[0].launched || q[1].launched || q[2].launched) {
+    const std::vector<const RowInfo*> rows = upload({&q[0].map, &q[1].map, &q[2].map});
+    Acc* dev = slot_of<Acc>("gradient_compare.acc", 3);
+    for (int i = 0; i < 3; ++i)
+      if (q[i].launched) launch(dt, q[i], rows[static_cast<std::size_t>(i)], k_max, dev + i);
+    copy_to_host(acc, dev, sizeof acc);
+  }
+  // device_mean_cells of dQ is its content cells, counted by its own comparison.
+  const auto query_cells = std::max<std::int64_t>(q[0].launched ? static_cast<std::int64_t>(acc[0].content_cells) : 0, 1);
+  return {finish(q[0], acc[0], k_max, query_cells), finish(q[1], acc[1], k_max, query_cells),
+          finish(q[2], acc[2], k_max, query_cells)};
 }
 
 }  // namespace flashcheck::device

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compare.h"
 #include "core/defined_memory.h"
 #include "core/dtype.h"
 #include "core/verdict.h"
@@ -35,6 +36,11 @@ struct DeviceGradientTensor {
 // that are not increasing, disjoint and within the rows, or on a null got/truth/baseline with defined elements.
 Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientTensor& t, double k_max,
                                    std::int64_t mean_cells);
+
+// compare_gradients of core/compare.h on the device: device_compare_gradient of each tensor with dQ's
+// device_mean_cells (at least 1), all three queued at once and read back in one copy (one wait per case, not four).
+GradientComparisons device_compare_gradients(DType dt, bool softcap, const DeviceGradientTensor& dq,
+                                             const DeviceGradientTensor& dk, const DeviceGradientTensor& dv, double k_max);
 
 // mean_cells_of of core/compare.h on the device: the defined (row, head) cells with a nonzero truth or terms.
 std::int64_t device_mean_cells(const DeviceGradientTensor& t);

@@ -191,18 +191,19 @@ const T* upload(const std::string& name, const std::vector<T>& v) {
   return p;
 }
 
-device::DeviceGradientTensor device_tensor(const HostGradient& g) {
+// `tag` keeps the arrays of tensors that are on the device together apart.
+device::DeviceGradientTensor device_tensor(const HostGradient& g, const std::string& tag = "") {
   device::DeviceGradientTensor t;
   t.name = "dk";
   t.rows = g.shape.rows;
   t.heads = g.shape.heads;
   t.dim = g.shape.dim;
   t.spans = g.shape.spans;
-  t.got = upload("got", g.got);
-  t.truth = upload("truth", g.truth);
-  t.baseline = upload("baseline", g.baseline);
-  t.noise = g.noise.empty() ? nullptr : upload("noise", g.noise);
-  t.terms = g.terms.empty() ? nullptr : upload("terms", g.terms);
+  t.got = upload(tag + "got", g.got);
+  t.truth = upload(tag + "truth", g.truth);
+  t.baseline = upload(tag + "baseline", g.baseline);
+  t.noise = g.noise.empty() ? nullptr : upload(tag + "noise", g.noise);
+  t.terms = g.terms.empty() ? nullptr : upload(tag + "terms", g.terms);
   return t;
 }
 
@@ -370,6 +371,39 @@ TEST_F(DeviceGradientCompareGpu, MatchesTheHostWhenThreadsTakeSeveralElements) {
     SCOPED_TRACE("bf16 plain");
     check_case(make_gradient(DType::kBF16, true, shape, Plants{}, 10), cov);
   }
+}
+
+// grad-conformance's call: three tensors queued at once, dQ's content cells the mean's cell count for all three (the
+// host's compare_gradients: mean_cells_of dQ, at least 1). Tensors of different shapes and plants, dQ empty in one.
+TEST_F(DeviceGradientCompareGpu, ThreeTensorsAtOnceGiveTheHostsAnswers) {
+  const std::vector<Plants> vs = variants();
+  const std::vector<Shape> shapes = small_shapes();
+  const Shape empty{"no defined row", 6, 2, 4, {}};
+  std::uint64_t seed = 2000;
+  int cases = 0, mismatching = 0;
+  for (const DType dt : {DType::kF16, DType::kBF16})
+    for (const bool softcap : {false, true})
+      for (std::size_t v = 0; v < vs.size(); ++v) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (softcap ? " softcap" : "") + " variant " + std::to_string(v));
+        const Shape& first = v % 4 == 3 ? empty : shapes[v % shapes.size()];
+        const HostGradient g[3] = {make_gradient(dt, softcap, first, vs[v], ++seed),
+                                   make_gradient(dt, softcap, shapes[(v + 1) % shapes.size()], vs[(v + 1) % vs.size()], ++seed),
+                                   make_gradient(dt, softcap, shapes[(v + 2) % shapes.size()], vs[(v + 2) % vs.size()], ++seed)};
+        const device::DeviceGradientTensor t[3] = {device_tensor(g[0], "a."), device_tensor(g[1], "b."), device_tensor(g[2], "c.")};
+        const std::int64_t cells = std::max<std::int64_t>(mean_cells_of(host_tensor(g[0]), g[0].truth, g[0].terms), 1);
+        const GradientComparisons d =
+            device::device_compare_gradients(dt, softcap, t[0], t[1], t[2], tolerance::k_max(softcap));
+        const Comparison* got[3] = {&d.dq, &d.dk, &d.dv};
+        for (int i = 0; i < 3; ++i) {
+          SCOPED_TRACE("tensor " + std::to_string(i));
+          const Comparison h = host_compare(g[i], cells);
+          expect_same_comparison(*got[i], h);
+          mismatching += h.mismatches > 0 ? 1 : 0;
+          ++cases;
+        }
+      }
+  EXPECT_EQ(cases, 2 * 2 * static_cast<int>(vs.size()) * 3);
+  EXPECT_GT(mismatching, 0) << "no tensor had mismatches";
 }
 
 TEST_F(DeviceGradientCompareGpu, TwoRunsGiveTheSameBits) {

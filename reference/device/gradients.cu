@@ -562,12 +562,20 @@ TcArrays run_tensor_cores(const DeviceCase& dc, const std::string& slot) {
   a.n[0] = static_cast<std::size_t>(g.q_rows * c.heads * c.head_dim);
   a.n[1] = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.head_dim);
   a.n[2] = static_cast<std::size_t>(g.kv_rows * c.kv_heads * c.v_head_dim);
-  const char* names[3] = {".dq", ".dk", ".dv"};
+  // The twelve arrays in one slot, zeroed by one memset (a standard-mix case is a few hundred tokens: launches count).
+  std::size_t bytes = 0;
+  std::array<std::size_t, 3> at{};
   for (int w = 0; w < 3; ++w) {
-    a.out.truth[w] = zeroed<double>(slot + ".truth" + names[w], a.n[w]);
-    a.out.noise[w] = zeroed<double>(slot + ".truth" + names[w] + "_noise", a.n[w]);
-    a.out.terms[w] = zeroed<double>(slot + ".truth" + names[w] + "_terms", a.n[w]);
-    a.out.baseline[w] = zeroed<float>(slot + ".base" + names[w], a.n[w]);
+    at[w] = bytes;
+    bytes += (a.n[w] * (3 * sizeof(double) + sizeof(float)) + 15) / 16 * 16;
+  }
+  auto* base = zeroed<unsigned char>(slot + ".tc_arrays", bytes);
+  for (int w = 0; w < 3; ++w) {
+    auto* d = reinterpret_cast<double*>(base + at[w]);
+    a.out.truth[w] = d;
+    a.out.noise[w] = d + a.n[w];
+    a.out.terms[w] = d + 2 * a.n[w];
+    a.out.baseline[w] = reinterpret_cast<float*>(d + 3 * a.n[w]);
   }
   tc_reference_gradients(dc, a.out, slot + ".tc");
   return a;

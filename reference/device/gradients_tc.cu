@@ -1,15 +1,17 @@
 // The tensor-core gradient reference (gradients_tc.h) of a bf16 or fp16 backward case, written as flash-attention 2
 // writes its backward: the logits and dP recomputed per tile on mma.sync m16n8k16 (16-bit in, fp32 accumulate),
-// nothing of size L x L stored. Five launches:
+// nothing of size L x L stored. Five launches, six with GQA:
 //   1. the forward's tensor-core kernel (attention_tc.cu) gives each (row, head) the reference's m, Z and logit
 //      sensitivity, the baseline's m and Z, and the fp32-accurate output O with its sensitivity;
 //   2. copies of Q, K, K' = rd(K * scale), V and dO in the dtype, in their fp32 layouts (exact);
 //   3. per (row, head), one warp: D = dO . O, its sensitivity and terms (RowShareStats, as ExactRow::backward);
 //   4. per 64 query rows and head: dQ = scale sum_j ds_j k_j with its sensitivity and terms, then the baseline's
 //      D = sum_j P_j dP_j and its dQ;
-//   5. per 64 keys and KV head: dV = sum_i P_ij dO_i and dK = scale sum_i ds_ij q_i over the rows and query heads that
-//      see them, then the baseline's dK and dV with its rounding per head and per group.
-// Launches 4 and 5 run eight warps a block in pairs (below, "Warp pairs"). Every sum runs in one block, without
+//   5. per 64 keys and query head: dV = sum_i P_ij dO_i and dK = scale sum_i ds_ij q_i over the rows that see them,
+//      then the baseline's dK and dV with its rounding per head;
+//   6. with more than one query head per KV head: each (key row, KV head, column) of dK and dV summed over the group's
+//      heads (the reference's in fp64, the baseline's in fp32 in head order, then rounded).
+// Launches 4 and 5 run eight warps a block in pairs (below, "Warp pairs"). Every sum runs in a fixed order, without
 // atomics: each run gives the same bits.
 //
 // Why this is as accurate as an fp32 computation of the same formula (docs/TOLERANCE.md, "The tensor-core gradient
@@ -28,6 +30,8 @@
 //   It and the terms' sum of squares use one bf16 piece per factor (2^-9 relative each) in one chained accumulator
 //   (truncating by at most (n/16) 2u, below 2^-9 for n <= 2^18 terms), inflated by 1 + 2^-7 and 1 + 2^-6: they bound
 //   what they estimate, as the forward's a_x does.
+// - With GQA each query head's sums are apart (launch 5) and launch 6 adds a group's: the values in fp64 (under 2^-50
+//   relative more), the sensitivity and squares in fp32 (one rounding of u per head, far inside their inflation).
 // - The baseline follows the host baseline's rounding steps (reference/host/gradients.h); its sums are fp32 sums of
 //   products of values of the dtype, exact products, in another order than the host's.
 #include "reference/device/gradients_tc.h"
@@ -43,6 +47,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "core/device/device_memory.h"
 #include "core/device/harness_stream.cuh"
@@ -73,6 +78,12 @@ struct RowStat {
   float mb, zb, db;                                // the baseline: max, sum, D = sum_j P_j dP_j as it rounds them
 };
 
+// dK's and dV's sums of one query head (kv_rows, H, d | dv), [1] dK and [2] dV as in TcGradientOutputs: the reference's
+// fp32 value, sensitivity and sum of squares, unscaled, and the baseline's head sum as rounded for the group's sum.
+struct KeyPartials {
+  float *value[3], *noise[3], *squares[3], *base[3];
+};
+
 struct GradParams {
   const DeviceSeq* seqs;
   int B, H, Hk, group, d, dv;
@@ -82,6 +93,7 @@ struct GradParams {
   const void *q, *k, *ks, *v, *dout;  // copies of the fp32 inputs in the dtype (T), same layouts; ks = rd(k * scale)
   RowStat* rows;                       // (q_rows, H)
   TcGradientOutputs out;
+  KeyPartials part;                    // group > 1: dK's and dV's sums per query head, before the group's sum
 };
 
 // ---- Geometry (core/geometry.h visible_keys and its inverse) ----------------------------------------------------
@@ -417,6 +429,15 @@ __device__ inline void write_truth(const TcGradientOutputs& out, int which, long
   out.terms[which][at] = mag * tolerance::terms_magnitude(s.squares[nt][e] * kSquaresInflation);
 }
 
+// dK's or dV's sums of one query head: the outputs where the group is that head alone, else the partials.
+__device__ inline void write_key_truth(const GradParams& p, int which, long long at, const Sums& s, int nt, int e,
+                                       double scale) {
+  if (p.group == 1) return write_truth(p.out, which, at, s, nt, e, scale);
+  p.part.value[which][at] = s.value[nt][e];
+  p.part.noise[which][at] = s.noise[nt][e];
+  p.part.squares[which][at] = s.squares[nt][e];
+}
+
 // ---- Launch 3: the rows' statistics ----------------------------------------------------------------------------
 struct RowsParams {
   const TcRowStats* fwd;       // (q_rows, H) from the forward's kernel
@@ -626,7 +647,9 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   Tile bk;
   if (!locate_tile<true>(p, bk)) return;
-  const int kh = blockIdx.y, d = p.d, dv = p.dv;
+  // One query head per block (blockIdx.y): a group's heads run side by side, and a small GQA case fills more of the
+  // device than one block per KV head would (reduce_kernel sums the heads when the group has more than one).
+  const int h = blockIdx.y, kh = h / p.group, d = p.d, dv = p.dv;
   const int ld_k = d + kPad, ld_v = dv + kPad, ld = tile_ld(d, dv);
   T* kr = reinterpret_cast<T*>(smem);
   T* vr = kr + kN * ld_k;
@@ -692,7 +715,8 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         if (j_of[rr] >= bk.s.lk) continue;
-        const long long at = ((krow0 + group * 16 + g + rr * 8) * p.Hk + kh) * cols + x;
+        // (key row, query head): the outputs' (key row, KV head) where the group is one head, else the partials'.
+        const long long at = ((krow0 + group * 16 + g + rr * 8) * p.H + h) * cols + x;
         for (int c = 0; c < 2; ++c) write(at + c, nt, 2 * rr + c);
       }
     }
@@ -702,54 +726,52 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   {
     Sums sums;
     sums.clear();
-    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
-      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!pair_sees(i0)) return pw.skip();
-        {
-          const auto pair = row_seeing(st, i0);
-          Pieces a;
-          float s[4][4];
-          qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
+    sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+      if (!pair_sees(i0)) return pw.skip();
+      {
+        const auto pair = row_seeing(st, i0);
+        Pieces a;
+        float s[4][4];
+        qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
 #pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-              float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
+          for (int rr = 0; rr < 2; ++rr) {
+            float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const RowStat* r = pair(nt, rr, c);
-                if (!r) continue;
-                float t, cc;
-                pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r->m) / r->z;
-                pn[c] = tolerance::weight_sensitivity(r->logit_sens, pj[c]);
-              }
-              a.set(nt, rr, sum_factor[rr], pj, pn, pj);
+            for (int c = 0; c < 2; ++c) {
+              const RowStat* r = pair(nt, rr, c);
+              if (!r) continue;
+              float t, cc;
+              pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r->m) / r->z;
+              pn[c] = tolerance::weight_sensitivity(r->logit_sens, pj[c]);
             }
-          a.publish(pw);
-        }
-        accumulate(sums, pw, o_slot(st), ld, c0, dv, lane);
-      });
-    write_key(dv, [&](long long at, int nt, int e) { write_truth(p.out, 2, at, sums, nt, e, 1.0); });
+            a.set(nt, rr, sum_factor[rr], pj, pn, pj);
+          }
+        a.publish(pw);
+      }
+      accumulate(sums, pw, o_slot(st), ld, c0, dv, lane);
+    });
+    write_key(dv, [&](long long at, int nt, int e) { write_key_truth(p, 2, at, sums, nt, e, 1.0); });
   }
 
   // ---- The reference's dK: scale sum_i ds_ij q_i ----
   {
     Sums sums;
     sums.clear();
-    for (int h = kh * p.group; h < (kh + 1) * p.group; ++h)
-      sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-        if (!pair_sees(i0)) return pw.skip();
-        {
-          Pieces a;
-          float s[4][4], dp[4][4], dpa[4][4];
-          qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
-          qk_abs(dp, dpa, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
-          ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
-          a.publish(pw);
-        }
-        accumulate(sums, pw, q_slot(st), ld, c0, d, lane);
-      });
-    write_key(d, [&](long long at, int nt, int e) { write_truth(p.out, 1, at, sums, nt, e, p.scale_d); });
+    sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+      if (!pair_sees(i0)) return pw.skip();
+      {
+        Pieces a;
+        float s[4][4], dp[4][4], dpa[4][4];
+        qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
+        qk_abs(dp, dpa, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
+        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
+        a.publish(pw);
+      }
+      accumulate(sums, pw, q_slot(st), ld, c0, d, lane);
+    });
+    write_key(d, [&](long long at, int nt, int e) { write_key_truth(p, 1, at, sums, nt, e, p.scale_d); });
   }
 
   if (!p.out.baseline[1]) return;
@@ -761,39 +783,65 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   __syncthreads();
   const T* kpw = kw;
   // ---- The baseline's dK and dV: per query head in fp32, rounded (dK scaled and rounded again), summed over the
-  // group and rounded ----
-  float group_k[kW / 8][4], group_v[kW / 8][4];
-  clear(group_k);
-  clear(group_v);
-  for (int h = kh * p.group; h < (kh + 1) * p.group; ++h) {
-    float head_k[kW / 8][4], head_v[kW / 8][4];
-    clear(head_k);
-    clear(head_v);
-    sweep(ilo, ihi, loader(h), [&](int st, int i0) {
-      if (!pair_sees(i0)) return pw.skip();
-      {
-        HalfFrag ap, ad;
-        float s[4][4], dp[4][4];
-        qk(s, kpw, ld_k, half_of(q_slot(st)), ld, d, lane);
-        qk(dp, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
-        base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
-        pw.publish(0, ap);
-        pw.publish(1, ad);
-        pw.sync();
-      }
-      accumulate_exact(head_v, pw, 0, o_slot(st), ld, c0, dv, lane);
-      accumulate_exact(head_k, pw, 1, q_slot(st), ld, c0, d, lane);
-    });
-#pragma unroll
-    for (int nt = 0; nt < kW / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        group_k[nt][e] += rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
-        group_v[nt][e] += rd_t<T>(head_v[nt][e]);
-      }
+  // group (reduce_kernel, in head order) and rounded ----
+  float head_k[kW / 8][4], head_v[kW / 8][4];
+  clear(head_k);
+  clear(head_v);
+  sweep(ilo, ihi, loader(h), [&](int st, int i0) {
+    if (!pair_sees(i0)) return pw.skip();
+    {
+      HalfFrag ap, ad;
+      float s[4][4], dp[4][4];
+      qk(s, kpw, ld_k, half_of(q_slot(st)), ld, d, lane);
+      qk(dp, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
+      base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
+      pw.publish(0, ap);
+      pw.publish(1, ad);
+      pw.sync();
+    }
+    accumulate_exact(head_v, pw, 0, o_slot(st), ld, c0, dv, lane);
+    accumulate_exact(head_k, pw, 1, q_slot(st), ld, c0, d, lane);
+  });
+  // A group of one head: its sum (from 0, as reduce_kernel's) written as the output.
+  const bool direct = p.group == 1;
+  write_key(d, [&](long long at, int nt, int e) {
+    const float k = rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
+    if (direct) p.out.baseline[1][at] = rd_t<T>(0.0f + k);
+    else p.part.base[1][at] = k;
+  });
+  write_key(dv, [&](long long at, int nt, int e) {
+    const float v = rd_t<T>(head_v[nt][e]);
+    if (direct) p.out.baseline[2][at] = rd_t<T>(0.0f + v);
+    else p.part.base[2][at] = v;
+  });
+}
+
+// ---- Launch 6, where a group has more than one query head: dK and dV summed over the group's heads ----------------
+// Every (key row, KV head, column) of dK (which 1) or dV (2), in the layout of the outputs. Rows no block wrote hold
+// zero partials (the slot is zeroed) and give the zeros the outputs start with. The reference's value is summed in
+// fp64, its sensitivity and squares in fp32 (inflated after, as write_truth does); the baseline's in fp32 in head order,
+// the host baseline's group sum.
+template <class T>
+__global__ void reduce_kernel(GradParams p, int which, int dim, long long n) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  const double scale = which == 1 ? p.scale_d : 1.0;
+  const float mag = static_cast<float>(fabs(scale));
+  for (long long o = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += step) {
+    const long long x = o % dim, cell = o / dim, kh = cell % p.Hk, row = cell / p.Hk;
+    double value = 0.0;
+    float noise = 0.0f, squares = 0.0f, base = 0.0f;
+    for (int h = static_cast<int>(kh) * p.group; h < (static_cast<int>(kh) + 1) * p.group; ++h) {
+      const long long at = (row * p.H + h) * dim + x;
+      value += static_cast<double>(p.part.value[which][at]);
+      noise += p.part.noise[which][at];
+      squares += p.part.squares[which][at];
+      if (p.out.baseline[which]) base += p.part.base[which][at];
+    }
+    p.out.truth[which][o] = scale * value;
+    p.out.noise[which][o] = mag * noise * kSensInflation;
+    p.out.terms[which][o] = mag * tolerance::terms_magnitude(squares * kSquaresInflation);
+    if (p.out.baseline[which]) p.out.baseline[which][o] = rd_t<T>(base);
   }
-  write_key(d, [&](long long at, int nt, int e) { p.out.baseline[1][at] = rd_t<T>(group_k[nt][e]); });
-  write_key(dv, [&](long long at, int nt, int e) { p.out.baseline[2][at] = rd_t<T>(group_v[nt][e]); });
 }
 
 // ---- Launch 2: the copies in the dtype ------------------------------------------------------------------------
@@ -834,7 +882,7 @@ int smem_cap(const void* kernel, int wanted) {
   return most;
 }
 template <bool kSoftcap, class T>
-void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles) {
+void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles, long long k_elems, long long v_elems) {
   static const int dq_most = smem_cap(reinterpret_cast<const void*>(dq_kernel<kSoftcap, T>),
                                       dq_smem_bytes(kMaxGradDim, kMaxGradDim));
   static const int dkdv_most = smem_cap(reinterpret_cast<const void*>(dkdv_kernel<kSoftcap, T>),
@@ -843,10 +891,36 @@ void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles) {
     launch(dq_kernel<kSoftcap, T>, dq_smem_bytes(p.d, p.dv), dq_most, q_tiles, static_cast<unsigned>(p.H), p,
            "tensor-core gradient reference: dQ");
   if (k_tiles > 0)
-    launch(dkdv_kernel<kSoftcap, T>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.Hk), p,
+    launch(dkdv_kernel<kSoftcap, T>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.H), p,
            "tensor-core gradient reference: dK and dV");
+  if (k_tiles > 0 && p.group > 1) {
+    for (const auto& [which, dim, n] : {std::tuple{1, p.d, k_elems}, std::tuple{2, p.dv, v_elems}})
+      if (n > 0)
+        reduce_kernel<T><<<static_cast<unsigned>(std::min<long long>((n + 255) / 256, 4096)), 256, 0, harness_stream()>>>(
+            p, which, dim, n);
+    check_last("tensor-core gradient reference: the groups' sums");
+  }
 }
-// The copies in the dtype, then launches 3 to 5.
+
+// The partial sums of dK and dV per query head (group > 1), zeroed, in one slot.
+KeyPartials key_partials(const std::string& slot, long long k_elems, long long v_elems, int group) {
+  KeyPartials part{};
+  if (group <= 1) return part;
+  const auto nk = static_cast<std::size_t>(k_elems) * group, nv = static_cast<std::size_t>(v_elems) * group;
+  float* all = slot_of<float>(slot + ".key_partials", 4 * (nk + nv));
+  check(cudaMemsetAsync(all, 0, 4 * (nk + nv) * sizeof(float), harness_stream()), "cudaMemsetAsync");
+  float* at = all;
+  for (float** array : {&part.value[1], &part.noise[1], &part.squares[1], &part.base[1]}) {
+    *array = at;
+    at += nk;
+  }
+  for (float** array : {&part.value[2], &part.noise[2], &part.squares[2], &part.base[2]}) {
+    *array = at;
+    at += nv;
+  }
+  return part;
+}
+// The copies in the dtype (launch 2), then launches 4 to 6.
 template <class T>
 void copy_and_launch(GradParams& p, const DeviceInputs& in, const std::string& slot, long long q_elems,
                      long long k_elems, long long v_elems, long long o_elems, unsigned q_tiles, unsigned k_tiles) {
@@ -856,8 +930,9 @@ void copy_and_launch(GradParams& p, const DeviceInputs& in, const std::string& s
   p.v = copy_as<T>(slot + ".v", in.v, v_elems, 1.0f);
   p.dout = copy_as<T>(slot + ".dout", in.dout, o_elems, 1.0f);
   check_last("tensor-core gradient reference: copies");
-  if (p.cap > 0.0f) launch_gradients<true, T>(p, q_tiles, k_tiles);
-  else launch_gradients<false, T>(p, q_tiles, k_tiles);
+  p.part = key_partials(slot, k_elems, v_elems, p.group);
+  if (p.cap > 0.0f) launch_gradients<true, T>(p, q_tiles, k_tiles, k_elems, v_elems);
+  else launch_gradients<false, T>(p, q_tiles, k_tiles, k_elems, v_elems);
 }
 
 }  // namespace
