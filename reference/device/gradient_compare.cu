@@ -19,6 +19,11 @@ constexpr int kThreads = 256;
 // Blocks of the element passes: enough to fill an H200 many times over; their partials are reduced by one block in
 // a fixed order, so the sums are the same every run.
 constexpr long long kMaxBlocks = 1024;
+// Elements per thread below which another block is not worth its merge: a block's tree of 256 Partials costs more
+// than a few more loads per thread, and a standard case's tensors of a few 10^5 elements took 1024 blocks otherwise.
+constexpr long long kGrain = 8;
+// Tensors compared by one launch of each pass: dQ, dK and dV of a case.
+constexpr int kMaxTensors = 3;
 
 // A row of the tensor: its span (-1: not defined) and its index within the span.
 struct RowInfo {
@@ -65,6 +70,7 @@ struct Acc {
   double floor, bound;     // floor_max + extra, k_max * base_max + floor: computed on the device for the second pass
   double worst_values[3];  // got, truth, baseline at the worst element
   unsigned long long mismatches, content_cells;
+  unsigned blocks_done;  // blocks of the first pass that have written their Partial: the last one totals them
 };
 
 struct Args {
@@ -77,11 +83,19 @@ struct Args {
   long long first, last;  // the flat elements [first, last) cover every defined row
   long long cell_dim;     // heads * dim: elements per row
   long long dim;
+  long long heads;
+  int blocks;     // of the first pass; its grid stride, so the sums do not depend on the other tensors of the launch
+  bool compare;   // false: the content cells alone (device_mean_cells)
   DType dt;
   int mantissa_bits, min_normal_exp;
   double unit_roundoff, extra, k_max;
-  Partial* partials;
+  Partial* partials;  // this tensor's, one per block of the first pass
   Acc* acc;
+};
+
+// The tensors of one launch, blockIdx.y each.
+struct Batch {
+  Args t[kMaxTensors];
 };
 
 // core/compare_gradients.cc's beyond_range: a truth past the dtype's range met by the dtype's largest value (or
@@ -107,10 +121,52 @@ __device__ void block_merge(Partial* sh) {
   }
 }
 
-// First pass: compare_gradient's loop, element by element, into one Partial per block.
-__global__ void stats_kernel(Args a) {
+// A Partial another block wrote, read past the L1 cache (which does not see other blocks' writes).
+__device__ Partial load_partial(const Partial* at) {
+  Partial p;
+  p.err_sum = __ldcg(&at->err_sum);
+  p.base_sum = __ldcg(&at->base_sum);
+  p.mean_floor_sum = __ldcg(&at->mean_floor_sum);
+  p.spacing_sum = __ldcg(&at->spacing_sum);
+  p.floor_max = __ldcg(&at->floor_max);
+  p.base_max = __ldcg(&at->base_max);
+  p.worst_err = __ldcg(&at->worst_err);
+  p.worst_at = __ldcg(&at->worst_at);
+  p.compared = __ldcg(&at->compared);
+  p.sampled = __ldcg(&at->sampled);
+  p.nonfinite = __ldcg(&at->nonfinite);
+  return p;
+}
+
+// The last block of a tensor's first pass: the partials in a fixed order (whichever block comes last), then the floor
+// and bound of the second pass and the values at the worst element.
+__device__ void total(const Args& a, Partial* sh) {
   Partial p = Partial::nothing();
-  const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+  for (int i = static_cast<int>(threadIdx.x); i < a.blocks; i += kThreads) p.merge(load_partial(a.partials + i));
+  sh[threadIdx.x] = p;
+  __syncthreads();
+  block_merge(sh);
+  if (threadIdx.x != 0) return;
+  Acc& acc = *a.acc;
+  acc.total = sh[0];
+  // The host's cmp.floor = floor_max + extra; cmp.bound = k_max * base_max + floor, each operation rounded (no FMA).
+  acc.floor = portable::add(sh[0].floor_max, a.extra);
+  acc.bound = portable::add(portable::mul(a.k_max, sh[0].base_max), acc.floor);
+  if (sh[0].worst_err >= 0) {
+    const long long w = sh[0].worst_at;
+    acc.worst_values[0] = a.got[w];
+    acc.worst_values[1] = a.truth[w];
+    acc.worst_values[2] = a.base[w];
+  }
+}
+
+// First pass, tensor blockIdx.y: compare_gradient's loop, element by element, into one Partial per block; the block
+// that finishes last totals them.
+__global__ void stats_kernel(Batch batch) {
+  const Args& a = batch.t[blockIdx.y];
+  if (!a.compare || static_cast<int>(blockIdx.x) >= a.blocks) return;
+  Partial p = Partial::nothing();
+  const long long stride = static_cast<long long>(a.blocks) * kThreads;
   for (long long at = a.first + static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; at < a.last; at += stride) {
     if (!defined(a, at)) continue;
     const double o = a.got[at], r = a.truth[at], b = a.base[at];
@@ -141,33 +197,19 @@ __global__ void stats_kernel(Args a) {
     }
   }
   __shared__ Partial sh[kThreads];
+  __shared__ bool last;
   sh[threadIdx.x] = p;
   __syncthreads();
   block_merge(sh);
-  if (threadIdx.x == 0) a.partials[blockIdx.x] = sh[0];
-}
-
-// One block: the partials in a fixed order, then the floor and bound of the second pass and the values at the worst
-// element.
-__global__ void total_kernel(Args a, int blocks) {
-  Partial p = Partial::nothing();
-  for (int i = static_cast<int>(threadIdx.x); i < blocks; i += kThreads) p.merge(a.partials[i]);
-  __shared__ Partial sh[kThreads];
-  sh[threadIdx.x] = p;
-  __syncthreads();
-  block_merge(sh);
-  if (threadIdx.x != 0) return;
-  Acc& acc = *a.acc;
-  acc.total = sh[0];
-  // The host's cmp.floor = floor_max + extra; cmp.bound = k_max * base_max + floor, each operation rounded (no FMA).
-  acc.floor = portable::add(sh[0].floor_max, a.extra);
-  acc.bound = portable::add(portable::mul(a.k_max, sh[0].base_max), acc.floor);
-  if (sh[0].worst_err >= 0) {
-    const long long w = sh[0].worst_at;
-    acc.worst_values[0] = a.got[w];
-    acc.worst_values[1] = a.truth[w];
-    acc.worst_values[2] = a.base[w];
+  if (threadIdx.x == 0) {
+    a.partials[blockIdx.x] = sh[0];
+    __threadfence();  // the Partial is visible to every block before the count says it is there
+    last = atomicAdd(&a.acc->blocks_done, 1u) == static_cast<unsigned>(a.blocks) - 1;
   }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  total(a, sh);
 }
 
 __device__ unsigned long long warp_sum(unsigned long long x) {
@@ -175,41 +217,40 @@ __device__ unsigned long long warp_sum(unsigned long long x) {
   return x;
 }
 
-// Second pass: the elements over the bound (NaN counts), the beyond-range ones skipped. Integer atomics: the count
-// does not depend on their order.
-__global__ void mismatch_kernel(Args a) {
-  const double bound = a.acc->bound;
-  unsigned long long n = 0;
-  const long long stride = static_cast<long long>(gridDim.x) * kThreads;
-  for (long long at = a.first + static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; at < a.last; at += stride) {
-    if (!defined(a, at)) continue;
-    const double o = a.got[at], r = a.truth[at];
-    if (beyond_range(a.dt, r, o)) continue;
-    n += fabs(o - r) <= bound ? 0 : 1;
+// Second pass, tensor blockIdx.y, in the grid's stride (integer atomics: the counts do not depend on the order):
+// - the elements over the bound (NaN counts), the beyond-range ones skipped;
+// - mean_cells_of: one warp per (row, head) cell, lanes over the channels; a cell counts when any element has a
+//   nonzero truth or terms.
+__global__ void counts_kernel(Batch batch) {
+  const Args& a = batch.t[blockIdx.y];
+  if (a.compare) {
+    const double bound = a.acc->bound;
+    unsigned long long n = 0;
+    const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+    for (long long at = a.first + static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; at < a.last; at += stride) {
+      if (!defined(a, at)) continue;
+      const double o = a.got[at], r = a.truth[at];
+      if (beyond_range(a.dt, r, o)) continue;
+      n += fabs(o - r) <= bound ? 0 : 1;
+    }
+    n = warp_sum(n);
+    if (threadIdx.x % 32 == 0 && n) atomicAdd(&a.acc->mismatches, n);
   }
-  n = warp_sum(n);
-  if (threadIdx.x % 32 == 0 && n) atomicAdd(&a.acc->mismatches, n);
-}
-
-// mean_cells_of: one warp per (row, head) cell, lanes over the channels; a cell counts when any element has a nonzero
-// truth or terms.
-__global__ void cells_kernel(const double* truth, const double* terms, const RowInfo* rows, long long first_cell,
-                             long long last_cell, long long heads, long long dim, unsigned long long* count) {
   constexpr int kWarps = kThreads / 32;
   const int lane = threadIdx.x % 32;
-  const long long stride = static_cast<long long>(gridDim.x) * kWarps;
+  const long long stride = static_cast<long long>(gridDim.x) * kWarps, last_cell = a.last / a.dim;
   unsigned long long n = 0;
-  for (long long cell = first_cell + static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32; cell < last_cell;
-       cell += stride) {
-    if (rows[cell / heads].span < 0) continue;  // the same for every lane of the warp
+  for (long long cell = a.first / a.dim + static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+       cell < last_cell; cell += stride) {
+    if (a.rows[cell / a.heads].span < 0) continue;  // the same for every lane of the warp
     bool content = false;
-    for (long long x = lane; x < dim && !content; x += 32) {
-      const long long at = cell * dim + x;
-      content = truth[at] != 0.0 || (terms && terms[at] != 0.0);
+    for (long long x = lane; x < a.dim && !content; x += 32) {
+      const long long at = cell * a.dim + x;
+      content = a.truth[at] != 0.0 || (a.terms && a.terms[at] != 0.0);
     }
     n += __any_sync(0xffffffffu, content) ? 1 : 0;
   }
-  if (lane == 0 && n) atomicAdd(count, n);
+  if (lane == 0 && n) atomicAdd(&a.acc->content_cells, n);
 }
 
 // The row map of the spans, checked: the non-empty ones increasing, disjoint, within [0, rows) (an empty span defines
@@ -250,8 +291,8 @@ Extent extent_of(const DeviceGradientTensor& t) {
   return {e.first * cell_dim, e.last * cell_dim};
 }
 
-unsigned blocks_for(long long work, long long per_block) {
-  return static_cast<unsigned>(std::min((work + per_block - 1) / per_block, kMaxBlocks));
+int blocks_for(long long work, long long per_block) {
+  return static_cast<int>(std::min((work + per_block - 1) / per_block, kMaxBlocks));
 }
 
 // Uploads row maps into one slot, in one copy (no allocation once the slot is large enough); returns each map's start.
@@ -267,12 +308,6 @@ std::vector<const RowInfo*> upload(const std::vector<const std::vector<RowInfo>*
   std::vector<const RowInfo*> starts;
   for (std::size_t x : at) starts.push_back(rows + x);
   return starts;
-}
-
-void launch_cells(const DeviceGradientTensor& t, const RowInfo* rows, const Extent& e, unsigned long long* count) {
-  const long long first_cell = e.first / t.dim, last_cell = e.last / t.dim;
-  cells_kernel<<<blocks_for(last_cell - first_cell, kThreads / 32), kThreads, 0, harness_stream()>>>(
-      t.truth, t.terms, rows, first_cell, last_cell, t.heads, t.dim, count);
 }
 
 // One tensor's comparison, in two halves around the copy of its Acc: what the host knows before, and the epilogue.
@@ -296,8 +331,8 @@ Pending prepare(bool softcap, const DeviceGradientTensor& t) {
   return q;
 }
 
-// Queues the passes of one tensor on the harness stream into *acc (zeroed first), the content cells included.
-void launch(DType dt, const Pending& q, const RowInfo* rows, double k_max, Acc* acc) {
+// One tensor's arguments, its Partials the `index`th of the partials' slot and its results in *acc.
+Args args_of(DType dt, const Pending& q, const RowInfo* rows, double k_max, bool compare, int index, Acc* acc) {
   const DeviceGradientTensor& t = *q.t;
   const detail::FloatFormat f = detail::format_of(dt);
   Args a{};
@@ -311,22 +346,38 @@ void launch(DType dt, const Pending& q, const RowInfo* rows, double k_max, Acc* 
   a.last = q.e.last;
   a.cell_dim = t.heads * t.dim;
   a.dim = t.dim;
+  a.heads = t.heads;
+  a.blocks = blocks_for(q.e.last - q.e.first, kThreads * kGrain);
+  a.compare = compare;
   a.dt = dt;
   a.mantissa_bits = f.mantissa_bits;
   a.min_normal_exp = f.min_normal_exp;
   a.unit_roundoff = std::ldexp(1.0, -(f.mantissa_bits + 1));
   a.extra = q.extra;
   a.k_max = k_max;
-  // The partials are read by total_kernel before a later tensor's stats_kernel writes them: one stream.
-  a.partials = slot_of<Partial>("gradient_compare.partials", static_cast<std::size_t>(kMaxBlocks));
+  a.partials = slot_of<Partial>("gradient_compare.partials", static_cast<std::size_t>(kMaxTensors * kMaxBlocks)) +
+               static_cast<std::ptrdiff_t>(index) * kMaxBlocks;
   a.acc = acc;
-  check(cudaMemsetAsync(a.acc, 0, sizeof(Acc), harness_stream()), "cudaMemsetAsync");
-  const unsigned blocks = blocks_for(q.e.last - q.e.first, kThreads);
-  stats_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
-  total_kernel<<<1, kThreads, 0, harness_stream()>>>(a, static_cast<int>(blocks));
-  mismatch_kernel<<<blocks, kThreads, 0, harness_stream()>>>(a);
-  launch_cells(t, a.rows, q.e, &a.acc->content_cells);
+  return a;
+}
+
+// Queues the two passes of the batch's tensors on the harness stream into their Accs (`acc`, one per tensor, zeroed
+// first) and copies them to `host`: one wait.
+void run(const std::vector<Args>& tensors, Acc* acc, Acc* host) {
+  if (tensors.empty() || tensors.size() > static_cast<std::size_t>(kMaxTensors))
+    throw std::logic_error("device_compare_gradient: 1 to 3 tensors a launch");
+  Batch batch{};
+  int blocks = 1;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    batch.t[i] = tensors[i];
+    blocks = std::max(blocks, tensors[i].blocks);
+  }
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tensors.size()));
+  check(cudaMemsetAsync(acc, 0, tensors.size() * sizeof(Acc), harness_stream()), "cudaMemsetAsync");
+  stats_kernel<<<grid, kThreads, 0, harness_stream()>>>(batch);
+  counts_kernel<<<grid, kThreads, 0, harness_stream()>>>(batch);
   check_last("device compare gradient");
+  copy_to_host(host, acc, tensors.size() * sizeof(Acc));
 }
 
 // compare_gradient's epilogue, on the statistics of the device (`acc` as a tensor without defined elements leaves it).
@@ -371,18 +422,16 @@ Comparison finish(const Pending& q, const Acc& acc_in, double k_max, std::int64_
 }  // namespace
 
 std::int64_t device_mean_cells(const DeviceGradientTensor& t) {
-  const std::vector<RowInfo> map = row_map(t);
-  const Extent e = extent_of(t);
-  if (e.last == e.first) return 0;
+  Pending q;
+  q.t = &t;
+  q.map = row_map(t);
+  q.e = extent_of(t);
+  if (q.e.last == q.e.first) return 0;
   if (!t.truth) throw std::invalid_argument("device_mean_cells: " + t.name + " has no truth");
-  const RowInfo* rows = upload({&map})[0];
-  auto* count = slot_of<unsigned long long>("gradient_compare.cells", 1);
-  check(cudaMemsetAsync(count, 0, sizeof(unsigned long long), harness_stream()), "cudaMemsetAsync");
-  launch_cells(t, rows, e, count);
-  check_last("device mean cells");
-  unsigned long long n = 0;
-  copy_to_host(&n, count, sizeof n);
-  return static_cast<std::int64_t>(n);
+  Acc* dev = slot_of<Acc>("gradient_compare.acc", 1);
+  Acc acc{};
+  run({args_of(DType::kF32, q, upload({&q.map})[0], 0.0, false, 0, dev)}, dev, &acc);
+  return static_cast<std::int64_t>(acc.content_cells);
 }
 
 Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientTensor& t, double k_max,
@@ -391,8 +440,7 @@ Comparison device_compare_gradient(DType dt, bool softcap, const DeviceGradientT
   Acc acc{};
   if (q.launched) {
     Acc* dev = slot_of<Acc>("gradient_compare.acc", 1);
-    launch(dt, q, upload({&q.map})[0], k_max, dev);
-    copy_to_host(&acc, dev, sizeof acc);
+    run({args_of(dt, q, upload({&q.map})[0], k_max, true, 0, dev)}, dev, &acc);
   }
   return finish(q, acc, k_max, mean_cells);
 }
@@ -401,12 +449,20 @@ GradientComparisons device_compare_gradients(DType dt, bool softcap, const Devic
                                              const DeviceGradientTensor& dk, const DeviceGradientTensor& dv, double k_max) {
   const Pending q[3] = {prepare(softcap, dq), prepare(softcap, dk), prepare(softcap, dv)};
   Acc acc[3]{};
-  if (q[0].launched || q[1].launched || q[2].launched) {
-    const std::vector<const RowInfo*> rows = upload({&q[0].map, &q[1].map, &q[2].map});
+  std::vector<int> launched;
+  for (int i = 0; i < 3; ++i)
+    if (q[i].launched) launched.push_back(i);
+  if (!launched.empty()) {
+    std::vector<const std::vector<RowInfo>*> maps;
+    for (int i : launched) maps.push_back(&q[i].map);
+    const std::vector<const RowInfo*> rows = upload(maps);
     Acc* dev = slot_of<Acc>("gradient_compare.acc", 3);
-    for (int i = 0; i < 3; ++i)
-      if (q[i].launched) launch(dt, q[i], rows[static_cast<std::size_t>(i)], k_max, dev + i);
-    copy_to_host(acc, dev, sizeof acc);
+    std::vector<Args> tensors;
+    for (std::size_t n = 0; n < launched.size(); ++n)
+      tensors.push_back(args_of(dt, q[launched[n]], rows[n], k_max, true, static_cast<int>(n), dev + n));
+    Acc back[3]{};
+    run(tensors, dev, back);
+    for (std::size_t n = 0; n < launched.size(); ++n) acc[launched[n]] = back[n];
   }
   // device_mean_cells of dQ is its content cells, counted by its own comparison.
   const auto query_cells = std::max<std::int64_t>(q[0].launched ? static_cast<std::int64_t>(acc[0].content_cells) : 0, 1);

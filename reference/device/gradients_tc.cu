@@ -228,13 +228,24 @@ __device__ inline void put(HalfFrag& a, int nt, int rr, unsigned pair) { a[nt / 
 // ---- Warp pairs ------------------------------------------------------------------------------------------------
 // dQ and dK/dV run in warp pairs (tc_mma.cuh): warp w takes the 16 rows of group w % 4 (dQ: query rows; dK/dV: keys)
 // and half w / 4 of each tile's 64 terms (keys; query rows), computes the logits, dP and the coefficients of its 32
-// and accumulates output columns half * kW .. + kW - 1 of the products with the whole tile. So the element-wise work,
-// the costliest of a tile, is done once per tile instead of once per kW output columns, and each warp's accumulators
-// are those of kW columns, as with four warps.
+// and accumulates its half of the output columns (cols_of, at most kW) of the products with the whole tile. So the
+// element-wise work, the costliest of a tile, is done once per tile instead of once per kW output columns, and each
+// warp's accumulators are those of kW columns, as with four warps.
 enum Slot { kHi, kMid, kLo, kNoise, kMag2, kSlots };  // the operands a warp publishes per tile, at most
 using GradPair = PairWarp<kSlots>;  // tc_mma.cuh
 constexpr int kSwapBytes = GradPair::kSwapBytes;
 static_assert(kMaxGradDim <= 2 * kW, "the two halves of a pair cover every output column");
+
+// The output columns [c0, c1) of warp `half` of a pair, of an output `cols` wide (a multiple of 16, at most 2 kW):
+// each warp half of the 16-column blocks, so that below head dims of 128 both warps share the products (at 64 the
+// second warp had none). A column's sum is the same, bit for bit, whichever warp computes it.
+struct Cols {
+  int c0, c1;
+};
+__device__ inline Cols cols_of(int half, int cols) {
+  const int w = (cols + 31) / 32 * 16;
+  return {min(cols, half * w), min(cols, (half + 1) * w)};
+}
 
 // A pair of T values squared, each rounded to bf16: the B operand of a sum of squares.
 template <class T>
@@ -358,13 +369,14 @@ __device__ inline void clear(float (&acc)[kW / 8][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
 }
-// Adds the tile's products with the B operand columns c0 .. c0 + kW - 1 of bt (a 64-row tile, `cols` wide) to `sums`,
+// Adds the tile's products with the B operand columns c0 .. c1 - 1 (at most kW) of bt (a 64-row tile) to `sums`,
 // the A operands (Pieces) read from the pair's swap k-step by k-step: each lane holds 20 of them at a time, not 80.
 // The pieces are bf16; an fp16 B goes in as two exact bf16 pieces (tc_mma.cuh split_f16x2), each meeting every piece,
 // and its hi piece alone serves the sensitivity (2^-9 relative, within the inflation). Each column block's value
 // takes the tile's 3 (or 6) products per k-step in a fresh accumulator, k-steps in order, then joins the running sum.
 template <class T>
-__device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, int ld, int c0, int cols, int lane) {
+__device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, int ld, Cols c, int lane) {
+  const int c0 = c.c0;
   float tile[kW / 8][4];
   clear(tile);
 #pragma unroll
@@ -377,7 +389,7 @@ __device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, i
     pw.fetch(kMag2, kk, mag2);
 #pragma unroll
     for (int cp = 0; cp < kW / 16; ++cp) {
-      if (c0 + cp * 16 >= cols) continue;
+      if (c0 + cp * 16 >= c.c1) continue;
       float (&t0)[4] = tile[2 * cp];
       float (&t1)[4] = tile[2 * cp + 1];
       unsigned b[4];
@@ -395,11 +407,12 @@ __device__ inline void accumulate(Sums& sums, const GradPair& pw, const T* bt, i
 #pragma unroll
     for (int e = 0; e < 4; ++e) sums.value[n][e] += tile[n][e];  // round-to-nearest across tiles (the head of this file)
 }
-// One product of coefficients exact in T (the baseline's, the pair's operand `slot`) with columns c0 .. of bt, a fresh
-// accumulator per tile.
+// One product of coefficients exact in T (the baseline's, the pair's operand `slot`) with columns c0 .. c1 - 1 of bt, a
+// fresh accumulator per tile.
 template <class T>
 __device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const GradPair& pw, int slot, const T* bt, int ld,
-                                        int c0, int cols, int lane) {
+                                        Cols c, int lane) {
+  const int c0 = c.c0;
   float tile[kW / 8][4];
   clear(tile);
 #pragma unroll
@@ -408,7 +421,7 @@ __device__ inline void accumulate_exact(float (&acc)[kW / 8][4], const GradPair&
     pw.fetch(slot, kk, a);
 #pragma unroll
     for (int cp = 0; cp < kW / 16; ++cp) {
-      if (c0 + cp * 16 >= cols) continue;
+      if (c0 + cp * 16 >= c.c1) continue;
       unsigned b[4];
       load_v(b, bt + c0, ld, kk, cp, lane);
       mma_t<T>(tile[2 * cp], a, b[0], b[1]);
@@ -515,7 +528,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
   const T* v_base = v + (key0 * p.Hk + kh) * dv;
   // Both warps of a pair take the same branch: the pair's barrier needs them both.
   auto pair_sees = [&](int j0) { return j0 < whi && j0 + kN > wlo; };
-  const int c0 = half * kW;  // this warp's output columns
+  const Cols qc = cols_of(half, d);  // this warp's output columns
 
   // This lane's two rows: g and g + 8 of the pair's 16.
   int i_of[2], n_keys[2];
@@ -550,8 +563,8 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
   auto write_rows = [&](auto&& write) {
 #pragma unroll
     for (int nt = 0; nt < kW / 8; ++nt) {
-      const int x = c0 + nt * 8 + 2 * t4;
-      if (x >= d) continue;
+      const int x = qc.c0 + nt * 8 + 2 * t4;
+      if (x >= qc.c1) continue;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         if (n_keys[rr] == 0) continue;
@@ -575,7 +588,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
         ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
         a.publish(pw);
       }
-      accumulate(sums, pw, slot(st, 0), ld, c0, d, lane);
+      accumulate(sums, pw, slot(st, 0), ld, qc, lane);
     });
     write_rows([&](long long at, int nt, int e) { write_truth(p.out, 0, at, sums, nt, e, p.scale_d); });
   }
@@ -625,7 +638,7 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
         pw.publish(0, a);
         pw.sync();
       }
-      accumulate_exact(acc, pw, 0, slot(st, 0), ld, c0, d, lane);
+      accumulate_exact(acc, pw, 0, slot(st, 0), ld, qc, lane);
     });
     write_rows([&](long long at, int nt, int e) { p.out.baseline[0][at] = rd_t<T>(acc[nt][e]); });
   }
@@ -675,7 +688,7 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
   const T* vw = vr + group * 16 * ld_v;
   // Both warps of a pair take the same branch: the pair's barrier needs them both.
   auto pair_sees = [&](int i0) { return i0 < whi && i0 + kM > wlo; };
-  const int c0 = half * kW;  // this warp's output columns
+  const Cols kc = cols_of(half, d), vc = cols_of(half, dv);  // this warp's output columns of dK and of dV
 
   // This lane's two keys, and the terms of their sums: the rows that see them, times the group's heads.
   int j_of[2];
@@ -707,11 +720,11 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
         stats[st * kM + r] = i0 + r < ihi ? p.rows[(row0 + i0 + r) * p.H + h] : RowStat{};
     };
   };
-  auto write_key = [&](int cols, auto&& write) {
+  auto write_key = [&](int cols, Cols c, auto&& write) {
 #pragma unroll
     for (int nt = 0; nt < kW / 8; ++nt) {
-      const int x = c0 + nt * 8 + 2 * t4;
-      if (x >= cols) continue;
+      const int x = c.c0 + nt * 8 + 2 * t4;
+      if (x >= c.c1) continue;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         if (j_of[rr] >= bk.s.lk) continue;
@@ -750,9 +763,9 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
           }
         a.publish(pw);
       }
-      accumulate(sums, pw, o_slot(st), ld, c0, dv, lane);
+      accumulate(sums, pw, o_slot(st), ld, vc, lane);
     });
-    write_key(dv, [&](long long at, int nt, int e) { write_key_truth(p, 2, at, sums, nt, e, 1.0); });
+    write_key(dv, vc, [&](long long at, int nt, int e) { write_key_truth(p, 2, at, sums, nt, e, 1.0); });
   }
 
   // ---- The reference's dK: scale sum_i ds_ij q_i ----
@@ -769,9 +782,9 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
         ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
         a.publish(pw);
       }
-      accumulate(sums, pw, q_slot(st), ld, c0, d, lane);
+      accumulate(sums, pw, q_slot(st), ld, kc, lane);
     });
-    write_key(d, [&](long long at, int nt, int e) { write_key_truth(p, 1, at, sums, nt, e, p.scale_d); });
+    write_key(d, kc, [&](long long at, int nt, int e) { write_key_truth(p, 1, at, sums, nt, e, p.scale_d); });
   }
 
   if (!p.out.baseline[1]) return;
@@ -799,17 +812,17 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
       pw.publish(1, ad);
       pw.sync();
     }
-    accumulate_exact(head_v, pw, 0, o_slot(st), ld, c0, dv, lane);
-    accumulate_exact(head_k, pw, 1, q_slot(st), ld, c0, d, lane);
+    accumulate_exact(head_v, pw, 0, o_slot(st), ld, vc, lane);
+    accumulate_exact(head_k, pw, 1, q_slot(st), ld, kc, lane);
   });
   // A group of one head: its sum (from 0, as reduce_kernel's) written as the output.
   const bool direct = p.group == 1;
-  write_key(d, [&](long long at, int nt, int e) {
+  write_key(d, kc, [&](long long at, int nt, int e) {
     const float k = rd_t<T>(rd_t<T>(head_k[nt][e]) * p.scale);
     if (direct) p.out.baseline[1][at] = rd_t<T>(0.0f + k);
     else p.part.base[1][at] = k;
   });
-  write_key(dv, [&](long long at, int nt, int e) {
+  write_key(dv, vc, [&](long long at, int nt, int e) {
     const float v = rd_t<T>(head_v[nt][e]);
     if (direct) p.out.baseline[2][at] = rd_t<T>(0.0f + v);
     else p.part.base[2][at] = v;
@@ -817,12 +830,14 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
 }
 
 // ---- Launch 6, where a group has more than one query head: dK and dV summed over the group's heads ----------------
-// Every (key row, KV head, column) of dK (which 1) or dV (2), in the layout of the outputs. Rows no block wrote hold
+// Every (key row, KV head, column) of dK (which 1, blockIdx.y 0) or dV (2), in the layout of the outputs. Rows no block wrote hold
 // zero partials (the slot is zeroed) and give the zeros the outputs start with. The reference's value is summed in
 // fp64, its sensitivity and squares in fp32 (inflated after, as write_truth does); the baseline's in fp32 in head order,
 // the host baseline's group sum.
 template <class T>
-__global__ void reduce_kernel(GradParams p, int which, int dim, long long n) {
+__global__ void reduce_kernel(GradParams p, long long k_elems, long long v_elems) {
+  const int which = 1 + static_cast<int>(blockIdx.y), dim = which == 1 ? p.d : p.dv;
+  const long long n = which == 1 ? k_elems : v_elems;
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
   const double scale = which == 1 ? p.scale_d : 1.0;
   const float mag = static_cast<float>(fabs(scale));
@@ -845,22 +860,26 @@ __global__ void reduce_kernel(GradParams p, int which, int dim, long long n) {
 }
 
 // ---- Launch 2: the copies in the dtype ------------------------------------------------------------------------
+// Q, K, K' = rd(K * scale), V and dO: copy blockIdx.y of one launch.
 template <class T>
-__global__ void copy_kernel(T* dst, const float* src, long long n, float mul) {
+struct Copies {
+  static constexpr int kCount = 5;
+  T* dst[kCount];
+  const float* src[kCount];
+  long long n[kCount];
+  float mul[kCount];
+};
+template <class T>
+__global__ void copy_kernel(Copies<T> c) {
+  const int w = static_cast<int>(blockIdx.y);
+  T* dst = c.dst[w];
+  const float* src = c.src[w];
+  const float mul = c.mul[w];
   const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < c.n[w]; i += step) {
     if constexpr (std::is_same_v<T, f16>) dst[i] = __float2half_rn(src[i] * mul);
     else dst[i] = __float2bfloat16_rn(src[i] * mul);
   }
-}
-template <class T>
-const T* copy_as(const std::string& name, const float* src, long long n, float mul) {
-  T* dst = slot_of<T>(name, static_cast<std::size_t>(n));
-  if (n > 0) {
-    const long long blocks = std::min<long long>((n + 255) / 256, 4096);
-    copy_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, harness_stream()>>>(dst, src, n, mul);
-  }
-  return dst;
 }
 
 // Sets a kernel's shared-memory cap once, to the largest layout (head dims of 128) or the device's limit.
@@ -893,11 +912,10 @@ void launch_gradients(const GradParams& p, unsigned q_tiles, unsigned k_tiles, l
   if (k_tiles > 0)
     launch(dkdv_kernel<kSoftcap, T>, dkdv_smem_bytes(p.d, p.dv), dkdv_most, k_tiles, static_cast<unsigned>(p.H), p,
            "tensor-core gradient reference: dK and dV");
-  if (k_tiles > 0 && p.group > 1) {
-    for (const auto& [which, dim, n] : {std::tuple{1, p.d, k_elems}, std::tuple{2, p.dv, v_elems}})
-      if (n > 0)
-        reduce_kernel<T><<<static_cast<unsigned>(std::min<long long>((n + 255) / 256, 4096)), 256, 0, harness_stream()>>>(
-            p, which, dim, n);
+  const long long most = std::max(k_elems, v_elems);
+  if (k_tiles > 0 && p.group > 1 && most > 0) {
+    const dim3 grid(static_cast<unsigned>(std::min<long long>((most + 255) / 256, 4096)), 2);
+    reduce_kernel<T><<<grid, 256, 0, harness_stream()>>>(p, k_elems, v_elems);
     check_last("tensor-core gradient reference: the groups' sums");
   }
 }
@@ -924,12 +942,32 @@ KeyPartials key_partials(const std::string& slot, long long k_elems, long long v
 template <class T>
 void copy_and_launch(GradParams& p, const DeviceInputs& in, const std::string& slot, long long q_elems,
                      long long k_elems, long long v_elems, long long o_elems, unsigned q_tiles, unsigned k_tiles) {
-  p.q = copy_as<T>(slot + ".q", in.q, q_elems, 1.0f);
-  p.k = copy_as<T>(slot + ".k", in.k, k_elems, 1.0f);
-  p.ks = copy_as<T>(slot + ".ks", in.k, k_elems, p.scale);
-  p.v = copy_as<T>(slot + ".v", in.v, v_elems, 1.0f);
-  p.dout = copy_as<T>(slot + ".dout", in.dout, o_elems, 1.0f);
-  check_last("tensor-core gradient reference: copies");
+  Copies<T> c{};
+  const std::tuple<const char*, const float*, long long, float> what[Copies<T>::kCount] = {
+      {".q", in.q, q_elems, 1.0f},
+      {".k", in.k, k_elems, 1.0f},
+      {".ks", in.k, k_elems, p.scale},
+      {".v", in.v, v_elems, 1.0f},
+      {".dout", in.dout, o_elems, 1.0f}};
+  long long most = 0;
+  for (int w = 0; w < Copies<T>::kCount; ++w) {
+    const auto& [name, src, n, mul] = what[w];
+    c.dst[w] = slot_of<T>(slot + name, static_cast<std::size_t>(n));
+    c.src[w] = src;
+    c.n[w] = n;
+    c.mul[w] = mul;
+    most = std::max(most, n);
+  }
+  if (most > 0) {
+    const dim3 grid(static_cast<unsigned>(std::min<long long>((most + 255) / 256, 4096)), Copies<T>::kCount);
+    copy_kernel<T><<<grid, 256, 0, harness_stream()>>>(c);
+    check_last("tensor-core gradient reference: copies");
+  }
+  p.q = c.dst[0];
+  p.k = c.dst[1];
+  p.ks = c.dst[2];
+  p.v = c.dst[3];
+  p.dout = c.dst[4];
   p.part = key_partials(slot, k_elems, v_elems, p.group);
   if (p.cap > 0.0f) launch_gradients<true, T>(p, q_tiles, k_tiles, k_elems, v_elems);
   else launch_gradients<false, T>(p, q_tiles, k_tiles, k_elems, v_elems);
