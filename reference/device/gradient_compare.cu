@@ -319,11 +319,17 @@ struct Pending {
   bool launched = false;  // whether the tensor has defined elements (else nothing goes to the device)
 };
 
-Pending prepare(bool softcap, const DeviceGradientTensor& t) {
+// The row map and extent of a tensor: what every pass needs.
+Pending locate(const DeviceGradientTensor& t) {
   Pending q;
   q.t = &t;
   q.map = row_map(t);
   q.e = extent_of(t);
+  return q;
+}
+
+Pending prepare(bool softcap, const DeviceGradientTensor& t) {
+  Pending q = locate(t);
   q.extra = tolerance::grad_extra_floor(softcap);
   q.launched = q.e.last > q.e.first;
   if (q.launched && (!t.got || !t.truth || !t.baseline))
@@ -422,10 +428,7 @@ Comparison finish(const Pending& q, const Acc& acc_in, double k_max, std::int64_
 }  // namespace
 
 std::int64_t device_mean_cells(const DeviceGradientTensor& t) {
-  Pending q;
-  q.t = &t;
-  q.map = row_map(t);
-  q.e = extent_of(t);
+  const Pending q = locate(t);
   if (q.e.last == q.e.first) return 0;
   if (!t.truth) throw std::invalid_argument("device_mean_cells: " + t.name + " has no truth");
   Acc* dev = slot_of<Acc>("gradient_compare.acc", 1);

@@ -830,10 +830,10 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
 }
 
 // ---- Launch 6, where a group has more than one query head: dK and dV summed over the group's heads ----------------
-// Every (key row, KV head, column) of dK (which 1, blockIdx.y 0) or dV (2), in the layout of the outputs. Rows no block wrote hold
-// zero partials (the slot is zeroed) and give the zeros the outputs start with. The reference's value is summed in
-// fp64, its sensitivity and squares in fp32 (inflated after, as write_truth does); the baseline's in fp32 in head order,
-// the host baseline's group sum.
+// Every (key row, KV head, column) of dK (which 1, blockIdx.y 0) or dV (2), in the layout of the outputs. Rows no
+// block wrote hold zero partials (the slot is zeroed) and give the zeros the outputs start with. The reference's value
+// is summed in fp64, its sensitivity and squares in fp32 (inflated after, as write_truth does); the baseline's in fp32
+// in head order, the host baseline's group sum.
 template <class T>
 __global__ void reduce_kernel(GradParams p, long long k_elems, long long v_elems) {
   const int which = 1 + static_cast<int>(blockIdx.y), dim = which == 1 ? p.d : p.dv;
