@@ -3,9 +3,10 @@
 // through ldmatrix, key tiles double-buffered by cp.async. A block holds 64 query rows of one sequence and
 // one head, 16 rows per warp, and walks key tiles of 64 in three passes:
 //   pass 1: S = Q.K^T (reference), |Q|.|K|^T (the sensitivity S_j), Q.K'^T with K' = rd(K * scale) (the
-//           baseline's logits); per row the max and sum of exponentials of the reference and the baseline.
+//           baseline's logits); per row the max of the reference's logits, and the max and sum of exponentials of
+//           the baseline's (of the reference's too where pass 2 does not run).
 //   pass 2: S again (bit for bit: same data, same instructions), P = exp(s - m) split into three bf16
-//           pieces, P.V and P_hi.|V| (the sensitivity a_x), in column chunks of 64.
+//           pieces, P.V and P_hi.|V| (the sensitivity a_x), in column chunks of 64; Z = sum P in the first chunk.
 //   pass 3: the baseline's logits again and its P = rd(exp(s - m) * rd(1/Z)) times V, in chunks of W <= 128.
 // Passes 2 and 3 are apart because their accumulators would not fit one thread's registers together.
 // A first launch copies the case's Q, K, K' and V into arrays of the dtype, key rows sequence by sequence
@@ -21,6 +22,8 @@
 //   a key tile (4 k-steps, 3 pieces) go to a fresh accumulator that is added to the running sum with IEEE
 //   round-to-nearest: truncation costs at most ~24u a_x in all, and the running sum errs like a sum of
 //   n/64 terms.
+// - Z = sum_j P_j of the very weights that P.V takes: each lane adds its 16 of a tile in a fresh sum, joined to the
+//   running sum in round-to-nearest, then the quad's four sums are added: like P.V's, a sum of n/64 tile shares.
 // - a_x = sum_j P_j |v_jx| from hi.|V| in one chained accumulator (hi is P to 2^-9 relative, the chain
 //   truncates by at most (n/16) 2u), inflated by (1 + 2^-7): covers both for n <= 2^18 keys.
 // - The baseline: K' is rounded as the host baseline rounds it (fp32 product, then rd), its products with
@@ -57,6 +60,7 @@ namespace {
 using namespace tc;  // NOLINT: the building blocks are this file's vocabulary
 
 constexpr int kMaxDim = 256;
+static_assert(kMaxDim <= kMaxCols, "the tile loader copies rows of every head dim taken");
 
 struct TcParams {
   KvLayout kv;  // the fp32 inputs: the empty-row conventions read V there
@@ -88,8 +92,8 @@ __host__ __device__ inline int smem_bytes(int d, int dv, int w) {
 // fetch (ncu: stall_no_inst 58 %, 18,152 instructions). __fmul_rn: never contracted into the subtraction that
 // follows, so passes 1 and 2 compute the same logit.
 template <bool kSoftcap>
-__device__ inline float ref_logit(const TcParams& p, float dot) {
-  float s = __fmul_rn(dot, p.scale);
+__device__ inline float ref_logit(const TcParams& p, float scale, float dot) {
+  float s = __fmul_rn(dot, scale);
   if (kSoftcap) s = p.softcap * tanhf(s / p.softcap);
   return s;
 }
@@ -175,6 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   bk.kh = bk.h / p.group;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const bool want_ref = p.truth.out != nullptr, want_base = p.base.out != nullptr;
+  const float scale = in_register(p.scale);
 
   // The union of the visible keys of the block's rows, and of this warp's rows.
   int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0;
@@ -229,11 +234,11 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           for (int e = 0; e < 4; ++e) {
             const bool in = visible(j0, nt, e);
             const int rr = e >> 1;
-            s[nt][e] = in ? ref_logit<kSoftcap>(p, s[nt][e]) : -INFINITY;
+            s[nt][e] = in ? ref_logit<kSoftcap>(p, scale, s[nt][e]) : -INFINITY;
             sb[nt][e] = in ? base_logit<T, kSoftcap>(p, sb[nt][e]) : -INFINITY;
             tm[rr] = nan_max(tm[rr], s[nt][e]);
             tmb[rr] = nan_max(tmb[rr], sb[nt][e]);
-            smax[rr] = fmaxf(smax[rr], in ? tolerance::logit_magnitude(p.scale, sa[nt][e]) : 0.0f);
+            smax[rr] = fmaxf(smax[rr], in ? tolerance::logit_magnitude(scale, sa[nt][e]) : 0.0f);
           }
         float mt[2], mtb[2], te[2] = {0.0f, 0.0f}, teb[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -241,18 +246,22 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           mt[rr] = nan_max(m[rr], tm[rr]);
           mtb[rr] = nan_max(mb[rr], tmb[rr]);
         }
+        // Masked: exp(-inf) = 0, also where the row has no key (mt = -inf). The reference's sum is pass 2's where
+        // that pass runs: there each weight is taken against the row's final max, once.
+        if (!want_ref) {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) te[e >> 1] += expf(visible(j0, nt, e) ? s[nt][e] - mt[e >> 1] : -INFINITY);
+        }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {  // masked: exp(-inf) = 0, also where the row has no key (mt = -inf)
-            const bool in = visible(j0, nt, e);
-            const int rr = e >> 1;
-            te[rr] += expf(in ? s[nt][e] - mt[rr] : -INFINITY);
-            teb[rr] += expf(in ? sb[nt][e] - mtb[rr] : -INFINITY);
-          }
+          for (int e = 0; e < 4; ++e) teb[e >> 1] += expf(visible(j0, nt, e) ? sb[nt][e] - mtb[e >> 1] : -INFINITY);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-          if (tm[rr] != -INFINITY || isnan(tm[rr])) lse_merge(m[rr], z[rr], mt[rr], te[rr]);
+          if (want_ref) m[rr] = mt[rr];
+          else if (tm[rr] != -INFINITY || isnan(tm[rr])) lse_merge(m[rr], z[rr], mt[rr], te[rr]);
           if (tmb[rr] != -INFINITY || isnan(tmb[rr])) lse_merge(mb[rr], zb[rr], mtb[rr], teb[rr]);
         }
       });
@@ -272,28 +281,37 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
     const int r = warp * 16 + g + rr * 8;
     if (t4 != 0 || r >= bk.rows) continue;
     const long long cell = (q_row0 + r) * p.H + bk.h;
-    const bool empty = hi[rr] <= lo[rr];
-    if (want_ref) {
-      p.truth.empty[cell] = empty ? 1 : 0;
-      if (empty) {
-        p.truth.lse[cell] = empty_lse;
-        p.truth.lse_noise[cell] = 0.0f;
-      } else {
-        const float lz = logf(z[rr]);
-        p.truth.lse[cell] = m[rr] + lz;
-        p.truth.lse_noise[cell] = tolerance::lse_sensitivity(ds[rr], m[rr], lz, terms[rr]);
-      }
-    }
-    if (want_base) p.base.lse[cell] = empty ? empty_lse : mb[rr] + logf(zb[rr]);
-    if (p.stats) p.stats[cell] = TcRowStats{m[rr], z[rr], ds[rr], mb[rr], zb[rr]};
+    if (want_base) p.base.lse[cell] = hi[rr] <= lo[rr] ? empty_lse : mb[rr] + logf(zb[rr]);
   }
+  // The figures that need the reference's sum z: after pass 1, or after pass 2's first sweep where it runs.
+  auto write_rows = [&] {
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = warp * 16 + g + rr * 8;
+      if (t4 != 0 || r >= bk.rows) continue;
+      const long long cell = (q_row0 + r) * p.H + bk.h;
+      const bool empty = hi[rr] <= lo[rr];
+      if (want_ref) {
+        p.truth.empty[cell] = empty ? 1 : 0;
+        if (empty) {
+          p.truth.lse[cell] = empty_lse;
+          p.truth.lse_noise[cell] = 0.0f;
+        } else {
+          const float lz = logf(z[rr]);
+          p.truth.lse[cell] = m[rr] + lz;
+          p.truth.lse_noise[cell] = tolerance::lse_sensitivity(ds[rr], m[rr], lz, terms[rr]);
+        }
+      }
+      if (p.stats) p.stats[cell] = TcRowStats{m[rr], z[rr], ds[rr], mb[rr], zb[rr]};
+    }
+  };
+  if (!want_ref) write_rows();
 
   // ---- Pass 2: the reference's P.V and the sensitivity, 64 output columns at a time --------------------
   // (128 with the three pieces of P held for the tile would need more than a thread's 255 registers.)
   constexpr int W2 = 64;
   for (int c0 = 0; want_ref && c0 < dv; c0 += W2) {
     const int cols = min(W2, dv - c0);
-    float o[W2 / 8][4], a_acc[W2 / 8][4];
+    float o[W2 / 8][4], a_acc[W2 / 8][4], zs[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int n = 0; n < W2 / 8; ++n)
 #pragma unroll
@@ -310,26 +328,28 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
           // P in three pieces, as the A operands of the four k-steps of the tile.
           unsigned ph[4][4], pm[4][4], pl[4][4];
+          float tz[2] = {0.0f, 0.0f};  // the tile's share of Z, joined to the running sum as P.V's is
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
-              bf16 h2[2], m2[2], l2[2];
+              float x[2];
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
                 const int e = 2 * rr + c;
                 // 1/Z is applied to the sums at the end, as the SIMT kernel does; masked: exp(-inf) = 0.
-                const float x = expf(visible(j0, nt, e) ? ref_logit<kSoftcap>(p, s[nt][e]) - m[rr] : -INFINITY);
-                h2[c] = __float2bfloat16_rn(x);
-                const float r1 = x - __bfloat162float(h2[c]);
-                m2[c] = __float2bfloat16_rn(r1);
-                l2[c] = __float2bfloat16_rn(r1 - __bfloat162float(m2[c]));
+                x[c] = expf(visible(j0, nt, e) ? ref_logit<kSoftcap>(p, scale, s[nt][e]) - m[rr] : -INFINITY);
               }
+              tz[rr] += x[0];
+              tz[rr] += x[1];
+              const Split3 pieces = split3(x[0], x[1]);
               const int kk = nt / 2, at = (nt % 2) * 2 + rr;
-              ph[kk][at] = pack(h2[0], h2[1]);
-              pm[kk][at] = pack(m2[0], m2[1]);
-              pl[kk][at] = pack(l2[0], l2[1]);
+              ph[kk][at] = pieces.hi;
+              pm[kk][at] = pieces.mid;
+              pl[kk][at] = pieces.lo;
             }
+          zs[0] += tz[0];
+          zs[1] += tz[1];
           const T* vt = slot(st, 1);
 #pragma unroll
           for (int cp = 0; cp < W2 / 16; ++cp) {
@@ -351,6 +371,14 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             }
           }
         });
+    if (c0 == 0) {  // every sweep computes the same weights: the first one's sum serves
+      for (int rr = 0; rr < 2; ++rr) {  // the quad's lanes hold one row's keys; each ends with the same bits
+        zs[rr] += __shfl_xor_sync(0xffffffffu, zs[rr], 1);
+        zs[rr] += __shfl_xor_sync(0xffffffffu, zs[rr], 2);
+        z[rr] = zs[rr];
+      }
+      write_rows();
+    }
 #pragma unroll
     for (int nt = 0; nt < W2 / 8; ++nt) {
       const int x = c0 + nt * 8 + 2 * t4;
@@ -442,30 +470,33 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   }
 
   // ---- Empty rows by the convention (the SIMT kernels' write_empty): 0, NaN, or the mean of V -----------
-  for (int idx = tid; idx < bk.rows * dv; idx += kThreads) {
-    const int r = idx / dv, x = idx - r * dv;
+  // A warp per row: the rows are tested once each, not once per output element (with a division each, 3.5 % of the
+  // kernel's time at L 2048 in Nsight Compute, H100, 2026-12-07).
+  for (int r = warp; r < bk.rows; r += kWarps) {
     int rlo, rhi;
     row_range(p, bk, r, rlo, rhi);
     if (rhi > rlo) continue;
-    float val = 0.0f, spread = 0.0f;
-    if (p.empty_row == EmptyRow::kNaN) {
-      val = NAN;
-    } else if (p.empty_row == EmptyRow::kUniform && bk.s.lk > 0) {
-      float sum = 0.0f, abs_sum = 0.0f;
-      for (int j = 0; j < bk.s.lk; ++j) {
-        const float v = kv_row(p.kv, bk.s, bk.b, j, bk.kh, true)[x];
-        sum += v;
-        abs_sum += fabsf(v);
+    for (int x = lane; x < dv; x += 32) {
+      float val = 0.0f, spread = 0.0f;
+      if (p.empty_row == EmptyRow::kNaN) {
+        val = NAN;
+      } else if (p.empty_row == EmptyRow::kUniform && bk.s.lk > 0) {
+        float sum = 0.0f, abs_sum = 0.0f;
+        for (int j = 0; j < bk.s.lk; ++j) {
+          const float v = kv_row(p.kv, bk.s, bk.b, j, bk.kh, true)[x];
+          sum += v;
+          abs_sum += fabsf(v);
+        }
+        val = sum / static_cast<float>(bk.s.lk);
+        spread = tolerance::uniform_mean_sensitivity(bk.s.lk, abs_sum, val);
       }
-      val = sum / static_cast<float>(bk.s.lk);
-      spread = tolerance::uniform_mean_sensitivity(bk.s.lk, abs_sum, val);
+      const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
+      if (want_ref) {
+        p.truth.out[at] = val;
+        p.truth.noise[at] = spread;
+      }
+      if (want_base) p.base.out[at] = rd_t<T>(val);
     }
-    const long long at = ((q_row0 + r) * p.H + bk.h) * dv + x;
-    if (want_ref) {
-      p.truth.out[at] = val;
-      p.truth.noise[at] = spread;
-    }
-    if (want_base) p.base.out[at] = rd_t<T>(val);
   }
 }
 

@@ -96,6 +96,15 @@ struct GradParams {
   KeyPartials part;                    // group > 1: dK's and dV's sums per query head, before the group's sum
 };
 
+// The parameters that a tile's elements use, in registers (tc_mma.cuh in_register).
+__device__ inline GradParams held(GradParams p) {
+  p.scale = in_register(p.scale);
+  p.cap = in_register(p.cap);
+  p.win_left = in_register(p.win_left);
+  p.win_right = in_register(p.win_right);
+  return p;
+}
+
 // ---- Geometry (core/geometry.h visible_keys and its inverse) ----------------------------------------------------
 __device__ inline bool sees(const GradParams& p, const DeviceSeq& s, int i, int j) {
   return i >= 0 && i < s.lq && j >= 0 && j < s.lk && (p.win_left < 0 || j >= i + s.off - p.win_left) &&
@@ -213,13 +222,6 @@ __device__ inline KeyShare<float> share(const GradParams& p, const RowStat& r, f
 }
 
 // ---- Operands ---------------------------------------------------------------------------------------------------
-// x as three bf16 pieces hi + mid + lo, each difference exact in fp32: x to 2^-25 relative.
-__device__ inline void split3(float x, bf16& h, bf16& m, bf16& l) {
-  h = __float2bfloat16_rn(x);
-  const float r1 = x - __bfloat162float(h);
-  m = __float2bfloat16_rn(r1);
-  l = __float2bfloat16_rn(r1 - __bfloat162float(m));
-}
 // The A operands of a warp's half tile, 16 x 32, held in the accumulator layout (s[nt][e]: rows g + 8 (e / 2),
 // columns nt * 8 + 2t + e % 2) as two k-steps of a product with a 64-row B: element pair (nt, rr) goes to a[nt / 2]
 // register (nt % 2) * 2 + rr.
@@ -251,7 +253,7 @@ __device__ inline Cols cols_of(int half, int cols) {
 template <class T>
 __device__ inline unsigned sq2(unsigned x) {
   const float2 f = unpack_t<T>(x);
-  return pack(__float2bfloat16_rn(f.x * f.x), __float2bfloat16_rn(f.y * f.y));
+  return pack_t<bf16>(f.x * f.x, f.y * f.y);
 }
 // s = A.B^T and sa = |A|.|B|^T of a warp's 16 rows (aw) against the first 8 NT rows of a tile bt, as qk (tc_mma.cuh).
 template <int NT, class T>
@@ -293,18 +295,13 @@ struct Pieces {
   HalfFrag hi, mid, lo, noise, mag2;
   __device__ void set(int nt, int rr, float sum_factor, const float (&value)[2], const float (&carried)[2],
                       const float (&magnitude)[2]) {
-    bf16 h[2], m[2], l[2], n[2], q[2];
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      split3(value[c], h[c], m[c], l[c]);
-      n[c] = __float2bfloat16_rn(sum_factor * fabsf(value[c]) + carried[c]);
-      q[c] = __float2bfloat16_rn(magnitude[c] * magnitude[c]);
-    }
-    put(hi, nt, rr, pack(h[0], h[1]));
-    put(mid, nt, rr, pack(m[0], m[1]));
-    put(lo, nt, rr, pack(l[0], l[1]));
-    put(noise, nt, rr, pack(n[0], n[1]));
-    put(mag2, nt, rr, pack(q[0], q[1]));
+    const Split3 v = split3(value[0], value[1]);  // tc_mma.cuh
+    put(hi, nt, rr, v.hi);
+    put(mid, nt, rr, v.mid);
+    put(lo, nt, rr, v.lo);
+    put(noise, nt, rr,
+        pack_t<bf16>(sum_factor * fabsf(value[0]) + carried[0], sum_factor * fabsf(value[1]) + carried[1]));
+    put(mag2, nt, rr, pack_t<bf16>(magnitude[0] * magnitude[0], magnitude[1] * magnitude[1]));
   }
   // To the pair, whose barrier follows.
   __device__ void publish(const GradPair& pw) const {
@@ -495,8 +492,9 @@ __host__ __device__ inline int dq_smem_bytes(int d, int dv) {
 }
 
 template <bool kSoftcap, class T>
-__global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams p) {
+__global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams param) {
   extern __shared__ __align__(128) unsigned char smem[];
+  const GradParams p = held(param);
   Tile bk;
   if (!locate_tile<false>(p, bk)) return;
   const int h = blockIdx.y, kh = h / p.group, d = p.d, dv = p.dv;
@@ -656,8 +654,9 @@ __host__ __device__ inline int dkdv_smem_bytes(int d, int dv) {
 }
 
 template <bool kSoftcap, class T>
-__global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams p) {
+__global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams param) {
   extern __shared__ __align__(128) unsigned char smem[];
+  const GradParams p = held(param);
   Tile bk;
   if (!locate_tile<true>(p, bk)) return;
   // One query head per block (blockIdx.y): a group's heads run side by side, and a small GQA case fills more of the

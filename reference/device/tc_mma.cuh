@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace flashcheck::device::tc {
@@ -30,9 +31,10 @@ static_assert(kM == kN, "one tile loader serves Q and the key tiles");
 
 // ---- PTX wrappers (sm_80+) -------------------------------------------------------------------------
 __device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-// 16 bytes from global to shared memory; with `valid` false, 16 zero bytes (src is not read).
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+// 16 bytes from global to shared memory (dst a shared-space address); with `valid` false, 16 zero bytes (src is not
+// read).
+__device__ inline void cp_async16(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ inline void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
@@ -76,12 +78,28 @@ __device__ inline float rd_t(float x) {
   if constexpr (std::is_same_v<T, f16>) return __half2float(__float2half_rn(x));
   else return rd(x);
 }
+// Both conversions in one instruction (F2FP), as each alone would round.
 template <class T>
 __device__ inline unsigned pack_t(float lo, float hi) {
-  if constexpr (std::is_same_v<T, f16>)
-    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
-           (static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16);
-  else return pack(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+  unsigned r;
+  if constexpr (std::is_same_v<T, f16>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&r, &h, sizeof r);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&r, &h, sizeof r);
+  }
+  return r;
+}
+// A pair of floats as three bf16 pairs hi + mid + lo, each difference exact in fp32: each value to 2^-25 relative.
+struct Split3 {
+  unsigned hi, mid, lo;
+};
+__device__ inline Split3 split3(float x0, float x1) {
+  const unsigned h = pack_t<bf16>(x0, x1);
+  const float r0 = x0 - __uint_as_float(h << 16), r1 = x1 - __uint_as_float(h & 0xffff0000u);
+  const unsigned m = pack_t<bf16>(r0, r1);
+  return {h, m, pack_t<bf16>(r0 - __uint_as_float(m << 16), r1 - __uint_as_float(m & 0xffff0000u))};
 }
 // A T pair (an operand register) as two floats.
 template <class T>
@@ -100,7 +118,22 @@ __device__ inline void split_f16x2(unsigned x, unsigned& hi, unsigned& lo) {
 }
 
 
-__device__ inline float nan_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+// A kernel parameter held in a register, for a value that every element of a tile uses: left alone, the compiler
+// reloaded such values from the constant bank next to each use, and the use waited for the load (Nsight Compute on an
+// H100, 2026-12-07: the logits' scale, 8 % of the forward reference's samples in pass 2). The shuffle is what the
+// compiler cannot rematerialize. All lanes of the warp call it, converged.
+template <class V>
+__device__ inline V in_register(V v) {
+  return __shfl_sync(0xffffffffu, threadIdx.x % 32 == 0 ? v : V{}, 0);
+}
+
+// The larger of a and b, NaN if either is: one instruction (sm_80+) where the select took three or four, at two of
+// pass 1's logits per element.
+__device__ inline float nan_max(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 
 // Combines (m, z) of a log-sum-exp: NaN propagates, -inf (no key yet) contributes nothing. Symmetric in
 // its two operands, so the lanes of a quad that merge each other's halves end with the same bits.
@@ -120,17 +153,30 @@ __device__ inline void quad_merge(float& m, float& z) {
 }
 
 // ---- Tiles -----------------------------------------------------------------------------------------
-// Rows j0 .. j0 + 63 of a 16-bit matrix (row stride `stride`), `cols` wide, into shared memory (leading
-// dimension ld); rows at or past `end` become zeros, so that no key outside the range brings garbage
-// into an MMA. kBlockThreads: the block's threads, all of which take part.
+constexpr int kMaxCols = 256;  // the widest row a tile holds (the kernels' largest head dim)
+// Rows j0 .. j0 + 63 of a 16-bit matrix (row stride `stride`), `cols` wide (a multiple of 8, at most kMaxCols), into
+// shared memory (leading dimension ld); rows at or past `end` become zeros, so that no key outside the range brings
+// garbage into an MMA. kBlockThreads: the block's threads, all of which take part. Thread t copies the 16 bytes at
+// columns 8 (t % 8) + 64 k of rows t / 8 + i kBlockThreads / 8, unrolled and predicated, with one shared address
+// taken per call and both addresses stepped: Nsight Compute on an H100 (2026-12-07) found the looped version, which
+// converted a generic address per copy and branched on each thread's own count of copies per row, in a fifth of the
+// forward reference's issue slots.
 template <int kBlockThreads = kThreads, class T>
 __device__ inline void load_rows(T* dst, int ld, const T* src, long long stride, int j0, int end, int cols) {
-  // Eight threads per row, each 16 bytes apart: one 128-byte segment per row and step, no division.
-  const int chunks = cols / 8;
-  for (int r = threadIdx.x / 8; r < kN; r += kBlockThreads / 8) {
-    const bool valid = j0 + r < end;
-    const T* row = valid ? src + (j0 + r) * stride : src;
-    for (int c = threadIdx.x % 8; c < chunks; c += 8) cp_async16(dst + r * ld + c * 8, row + (valid ? c * 8 : 0), valid);
+  constexpr int kStep = kBlockThreads / 8;  // rows per step of the block
+  static_assert(kN % kStep == 0, "whole steps per tile");
+  const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8 * 8;
+  unsigned s = smem_addr(dst + r0 * ld + c0);
+  const T* g = src + (j0 + r0) * stride + c0;
+  const unsigned s_step = kStep * ld * static_cast<unsigned>(sizeof(T));
+  const long long g_step = kStep * stride;
+#pragma unroll
+  for (int i = 0; i < kN / kStep; ++i, s += s_step, g += g_step) {
+    const bool valid = j0 + r0 + i * kStep < end;
+    const T* row = valid ? g : src;  // a readable address; where !valid nothing is read and zeros are written
+#pragma unroll
+    for (int k = 0; k < kMaxCols / 64; ++k)
+      if (c0 + 64 * k < cols) cp_async16(s + 128 * k, row + 64 * k, valid);
   }
 }
 
