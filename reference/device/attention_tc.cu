@@ -18,9 +18,10 @@
 //   alignment and truncation: d/16 steps err by at most (d/16) 2u S_j, below the lambda √d u S_j that the
 //   bound grants.
 // - P.V: P is split into hi + mid + lo (hi = rd(P), mid = rd(P - hi), lo = rd(P - hi - mid), each
-//   difference exact in fp32), which hold P to 2^-25 relative; each piece times V is exact. The 12 MMAs of
-//   a key tile (4 k-steps, 3 pieces) go to a fresh accumulator that is added to the running sum with IEEE
-//   round-to-nearest: truncation costs at most ~24u a_x in all, and the running sum errs like a sum of
+//   difference exact in fp32), which hold P to 2^-25 relative; each piece times V is exact. Each piece's 4
+//   MMAs of a key tile (one per k-step) go to a fresh accumulator of their own, the three are added (lo and
+//   mid first) and joined to the running sum with IEEE round-to-nearest: truncation costs at most ~10u a_x
+//   in all (8u in hi's chain, 2u in the additions), and the running sum errs like a sum of
 //   n/64 terms.
 // - Z = sum_j P_j of the very weights that P.V takes: each lane adds its 16 of a tile in a fresh sum, joined to the
 //   running sum in round-to-nearest, then the quad's four sums are added: like P.V's, a sum of n/64 tile shares.
@@ -46,6 +47,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "core/device/device_memory.h"
 #include "core/device/harness_stream.cuh"
@@ -157,10 +159,12 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   T* slots = qs + kM * ld_q;
   auto slot = [&](int stage, int which) { return slots + (stage * 2 + which) * kN * ld; };
 
-  // This block's sequence and first query row: the blocks of sequence b follow those of sequence b - 1.
+  // This block's sequence and first query row: the blocks of sequence b follow those of sequence b - 1, in reverse
+  // order of blockIdx.x, so that under a causal mask the longest blocks start first and the shortest fill the tail
+  // (the device starts blocks in the order of x, then y).
   Block bk{};
   bk.b = -1;
-  for (int t = blockIdx.x, sq = 0, koff = 0; sq < p.B; ++sq) {
+  for (int t = gridDim.x - 1 - blockIdx.x, sq = 0, koff = 0; sq < p.B; ++sq) {
     const DeviceSeq s = p.kv.in.seqs[sq];
     const int tiles = (s.lq + kM - 1) / kM;
     if (t < tiles) {
@@ -181,11 +185,16 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   const bool want_ref = p.truth.out != nullptr, want_base = p.base.out != nullptr;
   const float scale = in_register(p.scale);
 
-  // The union of the visible keys of the block's rows, and of this warp's rows.
-  int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0;
+  // The union of the visible keys of the block's rows, and of this warp's rows; and the keys that every row of the
+  // warp sees, [flo, fhi): a tile inside them needs no mask.
+  int jlo = INT_MAX, jhi = 0, wlo = INT_MAX, whi = 0, flo = 0, fhi = warp * 16 + 16 <= bk.rows ? INT_MAX : 0;
   for (int r = 0; r < bk.rows; ++r) {
     int lo, hi;
     row_range(p, bk, r, lo, hi);
+    if (r / 16 == warp) {
+      flo = max(flo, lo);
+      fhi = min(fhi, hi);
+    }
     if (hi <= lo) continue;
     jlo = min(jlo, lo);
     jhi = max(jhi, hi);
@@ -212,9 +221,19 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
     const int j = j0 + nt * 8 + 2 * t4 + (e & 1), rr = e >> 1;
     return j >= lo[rr] && j < hi[rr];
   };
+  // The element-wise stages of a tile, work(full), are compiled twice: with full a std::true_type for the tiles that
+  // every row of the warp sees whole (all but the diagonal tiles of a causal mask, the edges of a window), where
+  // `full || visible(..)` is the constant true and the mask's comparisons and selects vanish, and with
+  // std::false_type for the rest. Both compute each visible element with the same instructions.
+  auto by_tile = [&](int j0, auto work) {
+    if (j0 >= flo && j0 + kN <= fhi) work(std::true_type{});
+    else work(std::false_type{});
+  };
 
   // ---- Pass 1: per-row max and sum of exponentials, the reference's and the baseline's --------------
   float m[2] = {-INFINITY, -INFINITY}, z[2] = {0.0f, 0.0f}, mb[2] = {-INFINITY, -INFINITY}, zb[2] = {0.0f, 0.0f};
+  // The rows' largest |q|.|k| of a visible key; times |scale| once at the end, which is the largest S_j, bit for bit,
+  // since rounding a product with a constant is monotone.
   float smax[2] = {0.0f, 0.0f};
   sweep(
       jlo, jhi,
@@ -226,44 +245,48 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
         if (!warp_sees(j0)) return;
         float s[8][4], sa[8][4], sb[8][4];
         qk3(s, sa, sb, qw, ld_q, slot(st, 0), slot(st, 1), ld, d, lane);
-        // Element-wise stages select instead of branching, so that the 32 elements of a lane interleave.
-        float tm[2] = {-INFINITY, -INFINITY}, tmb[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const bool in = visible(j0, nt, e);
-            const int rr = e >> 1;
-            s[nt][e] = in ? ref_logit<kSoftcap>(p, scale, s[nt][e]) : -INFINITY;
-            sb[nt][e] = in ? base_logit<T, kSoftcap>(p, sb[nt][e]) : -INFINITY;
-            tm[rr] = nan_max(tm[rr], s[nt][e]);
-            tmb[rr] = nan_max(tmb[rr], sb[nt][e]);
-            smax[rr] = fmaxf(smax[rr], in ? tolerance::logit_magnitude(scale, sa[nt][e]) : 0.0f);
-          }
-        float mt[2], mtb[2], te[2] = {0.0f, 0.0f}, teb[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          mt[rr] = nan_max(m[rr], tm[rr]);
-          mtb[rr] = nan_max(mb[rr], tmb[rr]);
-        }
-        // Masked: exp(-inf) = 0, also where the row has no key (mt = -inf). The reference's sum is pass 2's where
-        // that pass runs: there each weight is taken against the row's final max, once.
-        if (!want_ref) {
+        by_tile(j0, [&](auto full) {
+          // Element-wise stages select instead of branching, so that the 32 elements of a lane interleave.
+          float tm[2] = {-INFINITY, -INFINITY}, tmb[2] = {-INFINITY, -INFINITY};
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) te[e >> 1] += expf(visible(j0, nt, e) ? s[nt][e] - mt[e >> 1] : -INFINITY);
-        }
+            for (int e = 0; e < 4; ++e) {
+              const bool in = full || visible(j0, nt, e);
+              const int rr = e >> 1;
+              s[nt][e] = in ? ref_logit<kSoftcap>(p, scale, s[nt][e]) : -INFINITY;
+              sb[nt][e] = in ? base_logit<T, kSoftcap>(p, sb[nt][e]) : -INFINITY;
+              tm[rr] = nan_max(tm[rr], s[nt][e]);
+              tmb[rr] = nan_max(tmb[rr], sb[nt][e]);
+              smax[rr] = fmaxf(smax[rr], in ? sa[nt][e] : 0.0f);
+            }
+          float mt[2], mtb[2], te[2] = {0.0f, 0.0f}, teb[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+          for (int rr = 0; rr < 2; ++rr) {
+            mt[rr] = nan_max(m[rr], tm[rr]);
+            mtb[rr] = nan_max(mb[rr], tmb[rr]);
+          }
+          // Masked: exp(-inf) = 0, also where the row has no key (mt = -inf). The reference's sum is pass 2's where
+          // that pass runs: there each weight is taken against the row's final max, once.
+          if (!want_ref) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) teb[e >> 1] += expf(visible(j0, nt, e) ? sb[nt][e] - mtb[e >> 1] : -INFINITY);
+            for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          if (want_ref) m[rr] = mt[rr];
-          else if (tm[rr] != -INFINITY || isnan(tm[rr])) lse_merge(m[rr], z[rr], mt[rr], te[rr]);
-          if (tmb[rr] != -INFINITY || isnan(tmb[rr])) lse_merge(mb[rr], zb[rr], mtb[rr], teb[rr]);
-        }
+              for (int e = 0; e < 4; ++e)
+                te[e >> 1] += expf(full || visible(j0, nt, e) ? s[nt][e] - mt[e >> 1] : -INFINITY);
+          }
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              teb[e >> 1] += expf(full || visible(j0, nt, e) ? sb[nt][e] - mtb[e >> 1] : -INFINITY);
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            if (want_ref) m[rr] = mt[rr];
+            else if (tm[rr] != -INFINITY || isnan(tm[rr])) lse_merge(m[rr], z[rr], mt[rr], te[rr]);
+            if (tmb[rr] != -INFINITY || isnan(tmb[rr])) lse_merge(mb[rr], zb[rr], mtb[rr], teb[rr]);
+          }
+        });
       });
   // The four lanes of a quad hold one row's keys 4c + t: merge them; each lane keeps the row's figures.
   for (int rr = 0; rr < 2; ++rr) {
@@ -276,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
   const float empty_lse = p.empty_row == EmptyRow::kNaN ? NAN : -INFINITY;
   float ds[2], terms[2];
   for (int rr = 0; rr < 2; ++rr) {
-    ds[rr] = tolerance::logit_sensitivity(d_f, smax[rr]);
+    ds[rr] = tolerance::logit_sensitivity(d_f, tolerance::logit_magnitude(scale, smax[rr]));
     terms[rr] = tolerance::sum_sensitivity<float>(hi[rr] - lo[rr]);
     const int r = warp * 16 + g + rr * 8;
     if (t4 != 0 || r >= bk.rows) continue;
@@ -329,32 +352,34 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           // P in three pieces, as the A operands of the four k-steps of the tile.
           unsigned ph[4][4], pm[4][4], pl[4][4];
           float tz[2] = {0.0f, 0.0f};  // the tile's share of Z, joined to the running sum as P.V's is
+          by_tile(j0, [&](auto full) {
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
+            for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-              float x[2];
+              for (int rr = 0; rr < 2; ++rr) {
+                float x[2];
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int e = 2 * rr + c;
-                // 1/Z is applied to the sums at the end, as the SIMT kernel does; masked: exp(-inf) = 0.
-                x[c] = expf(visible(j0, nt, e) ? ref_logit<kSoftcap>(p, scale, s[nt][e]) - m[rr] : -INFINITY);
+                for (int c = 0; c < 2; ++c) {
+                  const int e = 2 * rr + c;
+                  // 1/Z is applied to the sums at the end, as the SIMT kernel does; masked: exp(-inf) = 0.
+                  x[c] = expf(full || visible(j0, nt, e) ? ref_logit<kSoftcap>(p, scale, s[nt][e]) - m[rr] : -INFINITY);
+                }
+                tz[rr] += x[0];
+                tz[rr] += x[1];
+                const Split3 pieces = split3(x[0], x[1]);
+                const int kk = nt / 2, at = (nt % 2) * 2 + rr;
+                ph[kk][at] = pieces.hi;
+                pm[kk][at] = pieces.mid;
+                pl[kk][at] = pieces.lo;
               }
-              tz[rr] += x[0];
-              tz[rr] += x[1];
-              const Split3 pieces = split3(x[0], x[1]);
-              const int kk = nt / 2, at = (nt % 2) * 2 + rr;
-              ph[kk][at] = pieces.hi;
-              pm[kk][at] = pieces.mid;
-              pl[kk][at] = pieces.lo;
-            }
+          });
           zs[0] += tz[0];
           zs[1] += tz[1];
           const T* vt = slot(st, 1);
 #pragma unroll
           for (int cp = 0; cp < W2 / 16; ++cp) {
             if (cp * 16 >= cols) continue;
-            float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float t0[3][4] = {}, t1[3][4] = {};
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
               unsigned v[4];
@@ -366,8 +391,8 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) {  // round-to-nearest across tiles (the head of this file)
-              o[2 * cp][e] += t0[e];
-              o[2 * cp + 1][e] += t1[e];
+              o[2 * cp][e] += (t0[2][e] + t0[1][e]) + t0[0][e];
+              o[2 * cp + 1][e] += (t1[2][e] + t1[1][e]) + t1[0][e];
             }
           }
         });
@@ -421,37 +446,39 @@ __global__ void __launch_bounds__(kThreads, 2) tc_kernel(TcParams p) {
           qk(s, qw, ld_q, slot(st, 0), ld, d, lane);
           unsigned pb[4][4];
           const float inv_zb[2] = {1.0f / zb[0], 1.0f / zb[1]};
+          by_tile(j0, [&](auto full) {
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
+            for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-              float w2[2];
+              for (int rr = 0; rr < 2; ++rr) {
+                float w2[2];
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int e = 2 * rr + c;
-                // e * rd(1/Z), not e / Z: within two ulps of fp32 before the rounding to the dtype, and without the
-                // division's branch to its slow path at each of the 32 elements.
-                const float w = expf(base_logit<T, kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
-                w2[c] = visible(j0, nt, e) ? w : 0.0f;
+                for (int c = 0; c < 2; ++c) {
+                  const int e = 2 * rr + c;
+                  // e * rd(1/Z), not e / Z: within two ulps of fp32 before the rounding to the dtype, and without the
+                  // division's branch to its slow path at each of the 32 elements.
+                  const float w = expf(base_logit<T, kSoftcap>(p, s[nt][e]) - mb[rr]) * inv_zb[rr];
+                  w2[c] = full || visible(j0, nt, e) ? w : 0.0f;
+                }
+                pb[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(w2[0], w2[1]);  // the baseline's P, rounded to the dtype
               }
-              pb[nt / 2][(nt % 2) * 2 + rr] = pack_t<T>(w2[0], w2[1]);  // the baseline's P, rounded to the dtype
-            }
+          });
           const T* vt = slot(st, 1);
 #pragma unroll
           for (int cp = 0; cp < W / 16; ++cp) {
             if (cp * 16 >= cols) continue;
-            float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float t0[2][4] = {}, t1[2][4] = {};  // even and odd k-steps: two chains whose latencies overlap
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
               unsigned v[4];
               load_v(v, vt, ld, kk, cp, lane);
-              mma_t<T>(t0, pb[kk], v[0], v[1]);
-              mma_t<T>(t1, pb[kk], v[2], v[3]);
+              mma_t<T>(t0[kk % 2], pb[kk], v[0], v[1]);
+              mma_t<T>(t1[kk % 2], pb[kk], v[2], v[3]);
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) {  // an fp32 sum across tiles, as the host baseline's
-              ob[2 * cp][e] += t0[e];
-              ob[2 * cp + 1][e] += t1[e];
+              ob[2 * cp][e] += t0[0][e] + t0[1][e];
+              ob[2 * cp + 1][e] += t1[0][e] + t1[1][e];
             }
           }
         });

@@ -124,13 +124,16 @@ __device__ inline void rows_of_key(const GradParams& p, const DeviceSeq& s, int 
 }
 
 // Block x enumerates 64-row tiles of sequence 0, then of sequence 1, ...: of its query rows (lq) or of its keys (lk).
+// Query tiles go in reverse order of x, as the forward's blocks do (attention_tc.cu): under a causal mask the last
+// rows see the most keys, and the device starts blocks in the order of x, so the longest start first. Key tiles keep
+// their order, which already starts with the keys that the most rows see.
 struct Tile {
   DeviceSeq s;
   int first, count;
 };
 template <bool kKeys>
 __device__ inline bool locate_tile(const GradParams& p, Tile& t) {
-  int x = blockIdx.x;
+  int x = kKeys ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
   for (int b = 0; b < p.B; ++b) {
     const DeviceSeq s = p.seqs[b];
     const int n = kKeys ? s.lk : s.lq, tiles = (n + kM - 1) / kM;
@@ -145,16 +148,23 @@ __device__ inline bool locate_tile(const GradParams& p, Tile& t) {
   return false;
 }
 
-// The union of range(i, lo, hi) over a tile's 64 rows i (the block's), and over this warp pair's 16 of them.
+// The union of range(i, lo, hi) over a tile's 64 rows i (the block's), and over this warp pair's 16 of them; and
+// their intersection over the pair's 16, [all_lo, all_hi): a tile inside it is seen whole by every row of the pair.
 struct Spans {
-  int lo = INT_MAX, hi = 0, warp_lo = INT_MAX, warp_hi = 0;
+  int lo = INT_MAX, hi = 0, warp_lo = INT_MAX, warp_hi = 0, all_lo = 0, all_hi = INT_MAX;
+  __device__ bool whole(int t0) const { return t0 >= all_lo && t0 + kN <= all_hi; }
 };
 template <class Range>
 __device__ inline Spans spans_of(const Tile& t, int group, Range range) {
   Spans sp;
+  if (group * 16 + 16 > t.count) sp.all_hi = 0;  // rows past the tile's end see nothing
   for (int r = 0; r < t.count; ++r) {
     int lo, hi;
     range(t.first + r, lo, hi);
+    if (r / 16 == group) {
+      sp.all_lo = max(sp.all_lo, lo);
+      sp.all_hi = min(sp.all_hi, hi);
+    }
     if (hi <= lo) continue;
     sp.lo = min(sp.lo, lo);
     sp.hi = max(sp.hi, hi);
@@ -548,6 +558,10 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams param) {
       return sees(p, bk.s, i_of[rr], j0 + half * kHalf + nt * 8 + 2 * t4 + c) ? &rs[rr] : nullptr;
     };
   };
+  // The same for a tile that every row of the pair sees whole (keys.whole): no test. The element-wise stages take one
+  // or the other, each compiled on its own, so that most tiles (all but the diagonal ones of a causal mask) run
+  // without the mask's comparisons; both compute each visible element with the same instructions.
+  const auto row_seeing_all = [&](int, int rr, int) -> const RowStat* { return &rs[rr]; };
   auto load_truth = [&](int st, int j0) {
     load_rows<kPairThreads>(slot(st, 0), ld, k_base, k_stride, j0, jhi, d);
     load_rows<kPairThreads>(slot(st, 1), ld, v_base, v_stride, j0, jhi, dv);
@@ -583,7 +597,8 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams param) {
         float s[4][4], dp[4][4], dpa[4][4];
         qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
         qk_abs(dp, dpa, ow, ld_o, half_of(st, 1), ld, dv, lane);
-        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
+        if (keys.whole(j0)) ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing_all);
+        else ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(j0));
         a.publish(pw);
       }
       accumulate(sums, pw, slot(st, 0), ld, qc, lane);
@@ -599,16 +614,19 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams param) {
     float s[4][4], dp[4][4];
     qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
     qk(dp, ow, ld_o, half_of(st, 1), ld, dv, lane);
-    const auto pair = row_seeing(j0);
+    const auto terms = [&](auto pair) {
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const RowStat* r = pair(nt, e >> 1, e & 1);
-        if (!r) continue;
-        float t;
-        db[e >> 1] += base_weight<T, kSoftcap>(p, *r, s[nt][e], t) * rd_t<T>(dp[nt][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          const RowStat* r = pair(nt, e >> 1, e & 1);
+          if (!r) continue;
+          float t;
+          db[e >> 1] += base_weight<T, kSoftcap>(p, *r, s[nt][e], t) * rd_t<T>(dp[nt][e]);
+        }
+    };
+    if (keys.whole(j0)) terms(row_seeing_all);
+    else terms(row_seeing(j0));
   });
   {  // the pair's halves of the row's keys, the first half's first: both warps end with the same bits
     uint4 a, b;
@@ -632,7 +650,8 @@ __global__ void __launch_bounds__(kPairThreads) dq_kernel(GradParams param) {
         float s[4][4], dp[4][4];
         qk(s, qw, ld_q, half_of(st, 0), ld, d, lane);
         qk(dp, ow, ld_o, half_of(st, 1), ld, dv, lane);
-        base_fragments<T, kSoftcap>(a, nullptr, p, s, dp, row_seeing(j0));
+        if (keys.whole(j0)) base_fragments<T, kSoftcap>(a, nullptr, p, s, dp, row_seeing_all);
+        else base_fragments<T, kSoftcap>(a, nullptr, p, s, dp, row_seeing(j0));
         pw.publish(0, a);
         pw.sync();
       }
@@ -711,6 +730,11 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams param) {
       return k >= (rr ? lo1 : lo0) && k < (rr ? hi1 : hi0) ? first + k : nullptr;
     };
   };
+  // The same for a tile whose rows see every key of the pair (rows.whole): no test, as dQ's row_seeing_all.
+  auto row_seeing_all = [&](int st) {
+    const RowStat* first = &stats[st * kM + half * kHalf + 2 * t4];
+    return [=](int nt, int, int c) -> const RowStat* { return first + nt * 8 + c; };
+  };
   // This warp's half of a Q or dO tile: its 32 rows.
   auto half_of = [&](const T* tile) { return tile + half * kHalf * ld; };
   // The tiles of query head h: rows i0 .. of Q and dO, and their statistics.
@@ -746,25 +770,28 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams param) {
     sweep(ilo, ihi, loader(h), [&](int st, int i0) {
       if (!pair_sees(i0)) return pw.skip();
       {
-        const auto pair = row_seeing(st, i0);
         Pieces a;
         float s[4][4];
         qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
+        const auto weights = [&](auto pair) {
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+          for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
+            for (int rr = 0; rr < 2; ++rr) {
+              float pj[2] = {0.0f, 0.0f}, pn[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const RowStat* r = pair(nt, rr, c);
-              if (!r) continue;
-              float t, cc;
-              pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r->m) / r->z;
-              pn[c] = tolerance::weight_sensitivity(r->logit_sens, pj[c]);
+              for (int c = 0; c < 2; ++c) {
+                const RowStat* r = pair(nt, rr, c);
+                if (!r) continue;
+                float t, cc;
+                pj[c] = expf(truth_logit<kSoftcap>(p, s[nt][2 * rr + c], t, cc) - r->m) / r->z;
+                pn[c] = tolerance::weight_sensitivity(r->logit_sens, pj[c]);
+              }
+              a.set(nt, rr, sum_factor[rr], pj, pn, pj);
             }
-            a.set(nt, rr, sum_factor[rr], pj, pn, pj);
-          }
+        };
+        if (rows.whole(i0)) weights(row_seeing_all(st));
+        else weights(row_seeing(st, i0));
         a.publish(pw);
       }
       accumulate(sums, pw, o_slot(st), ld, vc, lane);
@@ -783,7 +810,8 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams param) {
         float s[4][4], dp[4][4], dpa[4][4];
         qk(s, kw, ld_k, half_of(q_slot(st)), ld, d, lane);
         qk_abs(dp, dpa, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
-        ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
+        if (rows.whole(i0)) ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing_all(st));
+        else ds_pieces<kSoftcap>(a, p, s, dp, dpa, sum_factor, row_seeing(st, i0));
         a.publish(pw);
       }
       accumulate(sums, pw, q_slot(st), ld, kc, lane);
@@ -811,7 +839,8 @@ __global__ void __launch_bounds__(kPairThreads) dkdv_kernel(GradParams param) {
       float s[4][4], dp[4][4];
       qk(s, kpw, ld_k, half_of(q_slot(st)), ld, d, lane);
       qk(dp, vw, ld_v, half_of(o_slot(st)), ld, dv, lane);
-      base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
+      if (rows.whole(i0)) base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing_all(st));
+      else base_fragments<T, kSoftcap>(ad, &ap, p, s, dp, row_seeing(st, i0));
       pw.publish(0, ap);
       pw.publish(1, ad);
       pw.sync();

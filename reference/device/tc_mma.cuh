@@ -215,19 +215,20 @@ __device__ inline void load_v(unsigned (&v)[4], const void* vt_, int ld, int kk,
 }
 
 // A value in three bf16 pieces (hi, mid, lo: the A operands of one k-step) times a B operand b of type T, for two
-// n-tiles: t0 takes b[0], b[1] and t1 takes b[2], b[3], each piece in turn. The pieces are bf16; an fp16 B goes in as
-// two exact bf16 pieces (split_f16x2), each meeting every piece, and b is left holding its hi piece, which alone
-// serves a sensitivity (2^-9 relative).
-template <class T>
-__device__ inline void mma_pieces(float (&t0)[4], float (&t1)[4], const unsigned (&hi)[4], const unsigned (&mid)[4],
-                                  const unsigned (&lo)[4], unsigned (&b)[4]) {
-  auto three = [&](const unsigned (&x)[4]) {  // every piece with x, t0's then t1's
-    mma(t0, hi, x[0], x[1]);
-    mma(t0, mid, x[0], x[1]);
-    mma(t0, lo, x[0], x[1]);
-    mma(t1, hi, x[2], x[3]);
-    mma(t1, mid, x[2], x[3]);
-    mma(t1, lo, x[2], x[3]);
+// n-tiles: n-tile 0 takes b[0], b[1] and n-tile 1 takes b[2], b[3], each piece in turn; acc(n, k) is the accumulator of
+// n-tile n for piece k (0 hi, 1 mid, 2 lo). The pieces are bf16; an fp16 B goes in as two exact bf16 pieces
+// (split_f16x2), each meeting every piece, and b is left holding its hi piece, which alone serves a sensitivity (2^-9
+// relative).
+template <class T, class Acc>
+__device__ inline void mma_pieces_into(Acc acc, const unsigned (&hi)[4], const unsigned (&mid)[4],
+                                       const unsigned (&lo)[4], unsigned (&b)[4]) {
+  auto three = [&](const unsigned (&x)[4]) {  // every piece with x, n-tile 0's then n-tile 1's
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      mma(acc(n, 0), hi, x[2 * n], x[2 * n + 1]);
+      mma(acc(n, 1), mid, x[2 * n], x[2 * n + 1]);
+      mma(acc(n, 2), lo, x[2 * n], x[2 * n + 1]);
+    }
   };
   if constexpr (std::is_same_v<T, f16>) {
     unsigned bl[4];
@@ -237,6 +238,18 @@ __device__ inline void mma_pieces(float (&t0)[4], float (&t1)[4], const unsigned
   } else {
     three(b);
   }
+}
+// Every piece into one accumulator per n-tile (t0, t1): a chain three times as deep as each piece's.
+template <class T>
+__device__ inline void mma_pieces(float (&t0)[4], float (&t1)[4], const unsigned (&hi)[4], const unsigned (&mid)[4],
+                                  const unsigned (&lo)[4], unsigned (&b)[4]) {
+  mma_pieces_into<T>([&](int n, int) -> float (&)[4] { return n ? t1 : t0; }, hi, mid, lo, b);
+}
+// Each piece into its own accumulator (t0[k], t1[k]): three chains whose latencies overlap.
+template <class T>
+__device__ inline void mma_pieces(float (&t0)[3][4], float (&t1)[3][4], const unsigned (&hi)[4],
+                                  const unsigned (&mid)[4], const unsigned (&lo)[4], unsigned (&b)[4]) {
+  mma_pieces_into<T>([&](int n, int k) -> float (&)[4] { return n ? t1[k] : t0[k]; }, hi, mid, lo, b);
 }
 
 // ---- Warp pairs ----------------------------------------------------------------------------------------
