@@ -4,9 +4,9 @@
 include(CMakePackageConfigHelpers)
 
 # The installed executable keeps finding LibTorch where it was built against it (the torch package of
-# FLASHCHECK_PYTHON: LibTorch is linked by full path, so the link-path rule does not cover it).
+# FLASHCHECK_PYTHON: LibTorch is linked by full path, so CMAKE_INSTALL_RPATH_USE_LINK_PATH does not cover it).
 get_filename_component(_torch_lib_dir "${TORCH_LIBRARY}" DIRECTORY)
-set_target_properties(flashcheck PROPERTIES INSTALL_RPATH "${_torch_lib_dir}" INSTALL_RPATH_USE_LINK_PATH TRUE)
+set_target_properties(flashcheck PROPERTIES INSTALL_RPATH "${_torch_lib_dir}")
 install(TARGETS flashcheck RUNTIME DESTINATION bin)
 install(FILES ${PROJECT_SOURCE_DIR}/include/flashcheck/plugin.h DESTINATION include/flashcheck)
 install(TARGETS flashcheck_plugin_api EXPORT flashcheckTargets)
