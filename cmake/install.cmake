@@ -4,9 +4,11 @@
 include(CMakePackageConfigHelpers)
 
 # The installed executable keeps finding LibTorch where it was built against it (the torch package of
-# FLASHCHECK_PYTHON: LibTorch is linked by full path, so CMAKE_INSTALL_RPATH_USE_LINK_PATH does not cover it).
+# FLASHCHECK_PYTHON: LibTorch is linked by full path, so the link-path rule does not cover it), and libfmt
+# (CMAKE_INSTALL_RPATH, CMakeLists.txt).
 get_filename_component(_torch_lib_dir "${TORCH_LIBRARY}" DIRECTORY)
-set_target_properties(flashcheck PROPERTIES INSTALL_RPATH "${_torch_lib_dir}")
+set_target_properties(flashcheck PROPERTIES INSTALL_RPATH "${_torch_lib_dir};${CMAKE_INSTALL_RPATH}"
+                                            INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS flashcheck RUNTIME DESTINATION bin)
 install(FILES ${PROJECT_SOURCE_DIR}/include/flashcheck/plugin.h DESTINATION include/flashcheck)
 install(TARGETS flashcheck_plugin_api EXPORT flashcheckTargets)
@@ -16,7 +18,7 @@ if(TARGET flashcheck_python)
   # It must load the libpython it was built against (another Python's would crash it).
   get_target_property(_libpython flashcheck_python FLASHCHECK_LIBPYTHON)
   get_filename_component(_libpython_dir "${_libpython}" DIRECTORY)
-  set_target_properties(flashcheck_python PROPERTIES INSTALL_RPATH "${_libpython_dir}")
+  set_target_properties(flashcheck_python PROPERTIES INSTALL_RPATH "${_libpython_dir};${CMAKE_INSTALL_RPATH}")
   install(TARGETS flashcheck_python LIBRARY DESTINATION lib/flashcheck)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/python/flashcheck_kernels DESTINATION share/flashcheck/python
