@@ -36,9 +36,9 @@
 #   sizes (GPU_BACKWARD_LARGE_SECONDS, default 120), merged (a campaign of 0 seconds is skipped; GPU_BACKWARD_KERNELS
 #   narrows both to some CUDA kernels)
 #   backward-volume (not in the default): the backward at volume, every gradient property on every CUDA kernel with a
-#   backward at default and realistic sizes, four campaigns side by side for GPU_BV_SECONDS (default 600, all calls
-#   together; GPU_BV_WORKERS, GPU_BV_SDPA_WORKERS, GPU_BV_RACE_WORKERS, GPU_BV_LARGE_WORKERS), merged; GPU_BV_DIR and
-#   GPU_BV_SEED resume them; GPU_BV_KERNELS narrows the kernels
+#   backward at default and realistic sizes, four campaigns in turn for GPU_BV_SECONDS together (default 600, this
+#   call; GPU_BV_WORKERS, GPU_BV_SDPA_WORKERS, GPU_BV_RACE_WORKERS, GPU_BV_LARGE_WORKERS, default 1 each), merged;
+#   GPU_BV_DIR and GPU_BV_SEED resume them; GPU_BV_KERNELS narrows the kernels
 #   backward-race (not in the default): the race fixtures (fixtures/stress/backward-race.json, sixteen backward runs of
 #   L 4224 and three more shapes) on every CUDA kernel, or on those GPU_RACE_KERNELS names
 #   lse-merge (not in the default): the lse-merge property on every CUDA kernel that returns an LSE, default and
@@ -50,9 +50,9 @@
 #   Python kernel, run with this node's torch (each row: the script's exit status, 1 = reproduced, and its verdict
 #   line); the Python kernels' packages come from FLASHCHECK_WHEEL_DIR; GPU_REPRO_FIXTURES (globs) narrows the fixtures
 #   false-alarms-cuda (not in the default): every CUDA kernel under every property (forward, gradient, integration and
-#   integration-sdpa), and the forward properties at volume, two campaigns sharing the GPU for GPU_FA_SECONDS (default
-#   480) with a fresh seed (GPU_FA_SEED, default the time); GPU_FA_DIR keeps them for a later call to resume (issue 29,
-#   item 9: every finding is a false alarm or a kernel bug to analyse)
+#   integration-sdpa), and the forward properties at volume, three campaigns in turn for GPU_FA_SECONDS together
+#   (default 480, this call) with a fresh seed (GPU_FA_SEED, default the time); GPU_FA_DIR keeps them for a later call
+#   to resume (issue 29, item 9: every finding is a false alarm or a kernel bug to analyse)
 #   bench-backward (not in the default): `bench --pass backward` on the standard and realistic mixes beside the Python
 #   recipe's backward (autograd through flash-attn's attention_ref) in the same visit
 #   tc-gradients (not in the default): the tensor-core references (the forward's kernel on bf16 and fp16, the gradient
@@ -105,26 +105,42 @@ exe() {
   if [ -x "$bin/$1" ]; then echo "$bin/$1"
   else find "$bin" -type f -name "$1" -perm -u+x 2>/dev/null | sort | head -1; fi
 }
-# side_by_side DIR SEED SECONDS TAG NAME:WORKERS...: one campaign per NAME (an array of its --kernel, --property and
-# size arguments), all at once on every GPU for SECONDS, NAME's folder DIR/NAME-(SEED + its index) and its log
-# $out/TAG-NAME.log. Side by side, slow units do not starve fast ones: a campaign gives each of its units the same
-# number of chunks. The same DIR and SEED resume them. The folders run go to sbs_dirs.
-side_by_side() {
-  local dir=$1 seed=$2 seconds=$3 tag=$4 offset=0 part name workers
+# in_turn DIR SEED SECONDS TAG NAME:WORKERS:WEIGHT...: one campaign per NAME (an array of its --kernel, --property
+# and size arguments), one after another on every GPU, each for its WEIGHT's share of SECONDS (this call's time), NAME's
+# folder DIR/NAME-(SEED + its index) and its log $out/TAG-NAME.log. Separate campaigns keep slow units (grad-race,
+# realistic sizes) from starving fast ones, as a campaign gives each of its units the same number of chunks; in turn,
+# not at once, because processes sharing a GPU are time-sliced: on an H100, four fuzz processes of default-size
+# backward cases judged fewer cases together than one alone (docs/PERFORMANCE.md, "Processes sharing one GPU"). The
+# same DIR and SEED resume them, each running its share past the seconds it has used. The folders go to campaign_dirs.
+in_turn() {
+  local dir=$1 seed=$2 seconds=$3 tag=$4 offset=0 total=0 part name workers weight folder
   shift 4
-  sbs_dirs=()
+  campaign_dirs=()
   for part in "$@"; do
-    IFS=: read -r name workers <<< "$part"
+    IFS=: read -r name workers weight <<< "$part"
+    local -n units=$name
+    [ ${#units[@]} -gt 0 ] && [ "$workers" -gt 0 ] && total=$(( total + weight ))
+    unset -n units
+  done
+  for part in "$@"; do
+    IFS=: read -r name workers weight <<< "$part"
     local -n units=$name
     if [ ${#units[@]} -gt 0 ] && [ "$workers" -gt 0 ]; then
-      sbs_dirs+=("$dir/$name-$(( seed + offset ))")
-      fc campaign "${units[@]}" --gpus all --timeout 300 --time "$seconds" --workers-per-gpu "$workers" \
-        --seed $(( seed + offset )) --out "${sbs_dirs[-1]}" > "$out/$tag-$name.log" 2>&1 &
+      folder="$dir/$name-$(( seed + offset ))"
+      campaign_dirs+=("$folder")
+      fc campaign "${units[@]}" --gpus all --timeout 300 --workers-per-gpu "$workers" --seed $(( seed + offset )) \
+        --time $(( $(seconds_used "$folder") + seconds * weight / total )) --out "$folder" > "$out/$tag-$name.log" 2>&1
     fi
     unset -n units
     offset=$(( offset + 1 ))
   done
-  wait
+}
+# seconds_used DIR: the whole seconds a campaign folder's runs have used (0 for a new one), as `merge` counts them.
+seconds_used() {
+  rm -rf "$out/seconds-used"
+  [ -f "$1/journal.jsonl" ] && fc merge "$1" --out "$out/seconds-used" --no-html > /dev/null 2>&1
+  python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["campaigns"][0]["seconds_used"]))' \
+    "$out/seconds-used/report.json" 2> /dev/null || echo 0
 }
 # The CUDA kernels whose contract has a backward (list --json's "backward"), on one line.
 cuda_backward_kernels() {
@@ -465,10 +481,10 @@ fi
 
 if has backward-volume; then
   # The backward at volume (issue 27, item 3): every gradient property on every CUDA kernel with a backward, as four
-  # campaigns side by side: "grads", the kernels that call aten's ops, at default sizes (GPU_BV_WORKERS, default 10);
-  # "grads_sdpa", the SDPA kernels (GPU_BV_SDPA_WORKERS, default 4); "races", grad-race, whose chunks take minutes
-  # (GPU_BV_RACE_WORKERS, default 1); "large", realistic sizes (sequences in the thousands, up to 32 heads;
-  # GPU_BV_LARGE_WORKERS, default 2). GPU_BV_SECONDS each (default 600), all calls together; GPU_BV_DIR keeps the
+  # campaigns in turn, GPU_BV_SECONDS of this call shared 4:3:2:1 (default 600): "grads", the kernels that call aten's
+  # ops, at default sizes; "grads_sdpa", the SDPA kernels; "large", realistic sizes (sequences in the thousands, up to
+  # 32 heads); "races", grad-race, whose chunks take minutes. One worker each (GPU_BV_WORKERS, GPU_BV_SDPA_WORKERS,
+  # GPU_BV_LARGE_WORKERS, GPU_BV_RACE_WORKERS): more processes on the GPU judged fewer cases. GPU_BV_DIR keeps the
   # folders for a later call to resume with the same GPU_BV_SEED (default 2701), and sends them back as
   # $out/bv-campaigns.tgz. Merged into $out/bv-merged. ci/gpu_stage_test.sh runs this stage on CPU workers.
   bv_dir=${GPU_BV_DIR:-$out/backward-volume}
@@ -489,9 +505,9 @@ if has backward-volume; then
   start=$(date +%s)
   # A part without kernels has only its other arguments: it is left out.
   for part in grads grads_sdpa races large; do declare -n a=$part; [[ " ${a[*]} " == *" --kernel "* ]] || a=(); unset -n a; done
-  side_by_side "$bv_dir" "$bv_seed" "${GPU_BV_SECONDS:-600}" bv grads:"${GPU_BV_WORKERS:-10}" \
-    grads_sdpa:"${GPU_BV_SDPA_WORKERS:-4}" races:"${GPU_BV_RACE_WORKERS:-1}" large:"${GPU_BV_LARGE_WORKERS:-2}"
-  fc merge "${sbs_dirs[@]}" --out "$out/bv-merged" --no-html > "$out/bv-merge.log" 2>&1
+  in_turn "$bv_dir" "$bv_seed" "${GPU_BV_SECONDS:-600}" bv grads:"${GPU_BV_WORKERS:-1}":4 \
+    grads_sdpa:"${GPU_BV_SDPA_WORKERS:-1}":3 races:"${GPU_BV_RACE_WORKERS:-1}":1 large:"${GPU_BV_LARGE_WORKERS:-1}":2
+  fc merge "${campaign_dirs[@]}" --out "$out/bv-merged" --no-html > "$out/bv-merge.log" 2>&1
   [ "$bv_dir" = "$out/backward-volume" ] || tar czf "$out/bv-campaigns.tgz" -C "$bv_dir" .
   row "backward at volume (seed $bv_seed)" "$(merged_totals "$out/bv-merged") ($(( $(date +%s) - start )) s)"
 fi
@@ -584,12 +600,12 @@ if has false-alarms; then
 fi
 
 if has false-alarms-cuda; then
-  # Three campaigns side by side (a chunk of grad-race or integration-sdpa takes minutes): "volume", the kernels that run
-  # on the device under the forward properties (GPU_FA_WORKERS, default 9 workers); "training", the same kernels under
-  # the gradient and integration properties (GPU_FA_TRAINING_WORKERS, default 4); "sdpa", the SDPA kernels (host
-  # paths, a few cases a second) under every property (GPU_FA_SDPA_WORKERS, default 3). Their folders are in GPU_FA_DIR
-  # (default $out/false-alarms-cuda): the same folder and GPU_FA_SEED resume them, GPU_FA_SECONDS being the total of
-  # all runs. Merged into $out/fa-cuda-merged; every finding is a false alarm or a kernel bug to analyse.
+  # Three campaigns in turn (a chunk of grad-race or integration-sdpa takes minutes), GPU_FA_SECONDS of this call
+  # shared 5:3:2: "volume", the kernels that run on the device under the forward properties (GPU_FA_WORKERS, default 9
+  # workers); "training", the same kernels under the gradient and integration properties (GPU_FA_TRAINING_WORKERS,
+  # default 4); "sdpa", the SDPA kernels (host paths, a few cases a second) under every property (GPU_FA_SDPA_WORKERS,
+  # default 3). Their folders are in GPU_FA_DIR (default $out/false-alarms-cuda): the same folder and GPU_FA_SEED
+  # resume them. Merged into $out/fa-cuda-merged; every finding is a false alarm or a kernel bug to analyse.
   fa_dir=${GPU_FA_DIR:-$out/false-alarms-cuda}
   fa_seed=${GPU_FA_SEED:-$(date +%s)}
   volume=() training=() sdpa=()
@@ -602,9 +618,9 @@ if has false-alarms-cuda; then
            grad-robustness grad-fd grad-race integration integration-sdpa; do training+=(--property "$p"); done
   sdpa+=(--property all --property integration --property integration-sdpa)
   start=$(date +%s)
-  side_by_side "$fa_dir" "$fa_seed" "${GPU_FA_SECONDS:-480}" fa \
-    volume:"${GPU_FA_WORKERS:-9}" training:"${GPU_FA_TRAINING_WORKERS:-4}" sdpa:"${GPU_FA_SDPA_WORKERS:-3}"
-  dirs=("${sbs_dirs[@]}")
+  in_turn "$fa_dir" "$fa_seed" "${GPU_FA_SECONDS:-480}" fa \
+    volume:"${GPU_FA_WORKERS:-9}":5 training:"${GPU_FA_TRAINING_WORKERS:-4}":3 sdpa:"${GPU_FA_SDPA_WORKERS:-3}":2
+  dirs=("${campaign_dirs[@]}")
   fc merge "${dirs[@]}" --out "$out/fa-cuda-merged" --no-html > "$out/fa-cuda-merge.log" 2>&1
   [ "$fa_dir" = "$out/false-alarms-cuda" ] || tar czf "$out/fa-cuda-campaigns.tgz" -C "$fa_dir" .
   row "false alarms, CUDA kernels (seed $fa_seed)" "$(merged_totals "$out/fa-cuda-merged") ($(( $(date +%s) - start )) s)"
